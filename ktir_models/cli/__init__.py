@@ -1,0 +1,35 @@
+"""Command-line entry point: ``ktir-models``.
+
+Command modules register on the shared typer ``app``. :func:`main` turns every
+:class:`~ktir_models.errors.UserError` into its one-line message on stderr and exit code 2, a
+:class:`~ktir_models.errors.Mismatch` into exit code 1; usage errors keep click's exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import Mismatch, UserError
+from .app import app
+from . import ktir_commands  # noqa: F401  (registers check, run)
+from . import model_commands  # noqa: F401  (registers forward, emit, generate, ...)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except UserError as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Mismatch as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except click.exceptions.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,1 @@
+"""`ktir-models forward`, `emit`, `generate`: whole-model forwards."""
