@@ -14,7 +14,8 @@ import click
 from ..errors import Mismatch, UserError
 from .app import app
 from . import ktir_commands  # noqa: F401  (registers check, run)
-from . import model_commands  # noqa: F401  (registers forward, emit, generate, ...)
+from . import model_commands  # noqa: F401  (registers forward)
+from . import emit_commands  # noqa: F401  (registers emit, generate)
 
 
 def main(argv: list[str] | None = None) -> None:

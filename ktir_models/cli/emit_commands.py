@@ -1,0 +1,1 @@
+"""`ktir-models emit` and `generate`: our own KTIR emitter."""
