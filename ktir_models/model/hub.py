@@ -1,0 +1,96 @@
+"""Checkpoints from the HuggingFace hub, through the ``huggingface_hub`` client.
+
+Cache first: a snapshot already in the hub cache is used without touching the network. Only when it
+is missing, and the environment does not say ``HF_HUB_OFFLINE=1``, do we ask the hub. Environment
+variables are read at call time (``HF_HUB_OFFLINE``, ``HF_HUB_CACHE``, ``HF_HOME``), not at import
+time, so a process may change them after importing us.
+
+Every failure becomes one :class:`UserError` that says what to do instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ktir_models.errors import UserError
+
+# The files a llama checkpoint needs; tokenizer files and other formats are not downloaded.
+CHECKPOINT_PATTERNS = ["config.json", "*.safetensors", "model.safetensors.index.json"]
+_TRUE = {"1", "on", "yes", "true"}
+
+
+def hub_cache_dir(cache_dir: Path | None = None) -> Path:
+    """The hub cache in use: ``cache_dir``, else ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else the
+    client's default (``~/.cache/huggingface/hub``)."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def is_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` is set to a true value (now, or when the client was imported)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
+        return True
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _advice(repo_id: str, revision: str | None, cache: Path, reason: str) -> UserError:
+    where = f"{repo_id}@{revision or 'main'}"
+    mode = "offline (HF_HUB_OFFLINE=1)" if is_offline() else "the hub could not be reached"
+    return UserError(
+        f"cannot load {where} from the HuggingFace hub: it is not in the cache {cache} and {mode} "
+        f"[{reason}]. Use '--weights synthetic' for a seeded checkpoint of the same architecture, "
+        f"or '--weights DIR' for a local directory with config.json + *.safetensors; or place the "
+        f"model in the hub cache (HF_HOME / HF_HUB_CACHE) and set HF_HUB_OFFLINE=1."
+    )
+
+
+def _reason(exc: Exception) -> str:
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first_line[:200]}"
+
+
+def snapshot_dir(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
+    """The local snapshot directory of ``repo_id`` at ``revision`` (branch, tag or commit),
+    holding config.json and the safetensors files; downloaded only if not cached and online."""
+    from huggingface_hub import snapshot_download
+
+    cache = hub_cache_dir(cache_dir)
+    kwargs = dict(repo_id=repo_id, revision=revision, cache_dir=str(cache), allow_patterns=CHECKPOINT_PATTERNS)
+    try:
+        return Path(snapshot_download(local_files_only=True, **kwargs))
+    except Exception as exc:  # the client raises several unrelated types for "not cached"
+        cached_error = exc
+    if is_offline():
+        raise _advice(repo_id, revision, cache, _reason(cached_error))
+    try:
+        return Path(snapshot_download(**kwargs))
+    except Exception as exc:  # network, auth, missing repo/revision: all user-facing
+        raise _advice(repo_id, revision, cache, _reason(exc)) from None
+
+
+def fetch_config(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
+    """The cached (or, when online, downloaded) ``config.json`` of a hub repo."""
+    from huggingface_hub import hf_hub_download
+
+    cache = hub_cache_dir(cache_dir)
+    kwargs = dict(repo_id=repo_id, filename="config.json", revision=revision, cache_dir=str(cache))
+    try:
+        return Path(hf_hub_download(local_files_only=True, **kwargs))
+    except Exception as exc:
+        cached_error = exc
+    if is_offline():
+        raise _advice(repo_id, revision, cache, _reason(cached_error))
+    try:
+        return Path(hf_hub_download(**kwargs))
+    except Exception as exc:
+        raise _advice(repo_id, revision, cache, _reason(exc)) from None
