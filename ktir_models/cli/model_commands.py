@@ -1,1 +1,205 @@
-"""`ktir-models forward`, `emit`, `generate`: whole-model forwards."""
+"""`ktir-models forward`: run a whole-model KTIR program and compare it with a golden.
+
+Exit codes: 0 pass (or ran with ``--golden none``), 1 mismatch, 2 bad input. The only file this
+command writes is the ``--json`` report (atomically); emitted programs go to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+
+from ..errors import Mismatch, UserError
+from .app import app
+
+GOLDEN_KEYWORDS = ("auto", "vendored", "live", "none")
+GOLDEN_FILE = "golden.f16.gz"
+
+
+@app.command()
+def forward(
+    model: str = typer.Argument(..., help="Registry name, local checkpoint dir, or HF repo id."),
+    program: Optional[Path] = typer.Option(
+        None, "--program", help="Fixture dir (manifest.json + node*.mlir); default: emit our own program."
+    ),
+    mode: Optional[str] = typer.Option(None, "--mode", help="decode or prefill (must agree with --program)."),
+    tokens: Optional[int] = typer.Option(None, "--tokens", help="Tokens per pass m (must agree with --program)."),
+    weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
+    golden: str = typer.Option(
+        "auto",
+        "--golden",
+        help="vendored (golden.f16.gz in the program dir), live (transformers), PATH, none; "
+        "auto = vendored if present, else live.",
+    ),
+    repeat: int = typer.Option(1, "--repeat", min=1, help="Passes to run (timings are medians)."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Run MODEL's KTIR forward on the emulator and compare the logits with a golden."""
+    from ..model.report import check_json_target, write_json
+
+    if mode is not None and mode not in ("decode", "prefill"):
+        raise UserError(f"--mode {mode}: expected decode or prefill")
+    if tokens is not None and tokens < 1:
+        raise UserError(f"--tokens {tokens}: expected a positive integer")
+    if json_path is not None:
+        check_json_target(json_path)
+
+    emitted: Path | None = None
+    try:
+        if program is None:
+            program, emitted = _emit(model, mode, tokens)
+        report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet)
+    finally:
+        if emitted is not None:
+            shutil.rmtree(emitted, ignore_errors=True)
+    print(report.render())
+    if json_path is not None:
+        write_json(json_path, report)
+    if report.metrics is not None and not report.passed:
+        raise Mismatch("forward: FAIL: " + "; ".join(report.reasons))
+
+
+def _emit(model: str, mode: str | None, tokens: int | None) -> tuple[Path, Path]:
+    """Emit our own program for MODEL into a fresh temporary folder."""
+    from ..model.registry import resolve_model
+
+    spec = resolve_model(model)
+    try:
+        from ..model.emit import emit_program  # type: ignore[attr-defined]
+    except ImportError:
+        raise UserError(
+            "forward: our KTIR emitter is not available in this build; pass --program DIR "
+            "(a fixture directory with manifest.json and node*.mlir)"
+        ) from None
+    mode = mode or "decode"
+    m = tokens if tokens is not None else (1 if mode == "decode" else 32)
+    out = Path(tempfile.mkdtemp(prefix="ktir-forward-"))
+    try:
+        emit_program(spec.config, mode, m, 0, out, spec.name)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return out, out
+
+
+def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet):
+    from ..model import golden as golden_mod
+    from ..model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
+    from ..model.manifest import check_signatures, load_manifest, validate
+    from ..model.registry import resolve_model
+    from ..model.report import REL_TOLERANCE, ForwardReport, judge
+    from ..model.runner import Runner
+    from ..model.weights import get_checkpoint
+
+    spec = resolve_model(model)
+    cfg = spec.config
+    manifest = load_manifest(program)
+    m = manifest.tokens
+    if mode is not None and mode != manifest.mode:
+        raise UserError(f"--mode {mode}: the program in {program} is a {manifest.mode} program (m={m})")
+    if tokens is not None and tokens != m:
+        raise UserError(f"--tokens {tokens}: the program in {program} runs m={m} tokens per pass")
+    validate(manifest, cfg)
+    check_signatures(manifest)
+
+    # Resolve the golden's source first: a wrong path or size fails before any heavy work.
+    choice, golden_path = _golden_choice(golden_arg, program)
+    golden = None
+    if golden_path is not None:
+        golden = golden_mod.read_f16_gz(golden_path, (m, cfg.vocab_size))
+    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest)) if choice == "vendored" else {}
+
+    ckpt = get_checkpoint(spec, weights, seed=seed)
+    pass_ = pass_spec(manifest, cfg)
+
+    runner = Runner(manifest, show_progress=not quiet)
+    runner.load()
+    runner.marshal(ckpt)
+    inputs = bind_pass_inputs(manifest, cfg, ckpt, pass_, vendored)
+    result = None
+    for _ in range(repeat):
+        result = runner.run(inputs)
+    assert result is not None
+
+    golden_seconds = 0.0
+    if choice == "live":
+        start = time.perf_counter()
+        golden = golden_mod.live_logits(ckpt, pass_.token_ids, past=pass_.past, prefix_ids=pass_.prefix_ids)
+        golden_seconds = time.perf_counter() - start
+
+    metrics = None
+    verdict_passed, reasons = True, []
+    if golden is not None:
+        logits = result.result.astype(np.float32)
+        met = golden_mod.compare(logits, np.asarray(golden))
+        verdict = judge(met)
+        verdict_passed, reasons = verdict.passed, list(verdict.reasons)
+        if result.nonfinite is not None:
+            nf = result.nonfinite
+            verdict_passed = False
+            reasons.append(f"node {nf.node} (@{nf.fn}) produced {nf.count} NaN/Inf in tensor {nf.tensor}")
+        metrics = _metrics_dict(met)
+
+    t = runner.timings
+    return ForwardReport(
+        model=spec.name,
+        program=str(program),
+        mode=manifest.mode,
+        tokens=m,
+        weights=getattr(ckpt, "origin", weights),
+        golden={"live": "live (transformers f32)", "none": "none"}.get(choice, f"{choice}: {golden_path}"),
+        nodes=len(manifest.nodes),
+        repeat=repeat,
+        passed=verdict_passed,
+        reasons=reasons,
+        tolerance=REL_TOLERANCE,
+        metrics=metrics,
+        seconds={
+            "parse": t.parse,
+            "compile": t.compile,
+            "marshal": t.marshal,
+            "execute": t.execute_median,
+            "golden": golden_seconds,
+        },
+        slowest_nodes=[
+            {"node": i, "fn": fn, "seconds": s} for i, fn, s in runner.slowest_nodes(5)
+        ],
+        nonfinite=asdict(result.nonfinite) if result.nonfinite is not None else None,
+        hbm_bytes=runner.hbm_bytes,
+    )
+
+
+def _golden_choice(arg: str, program: Path) -> tuple[str, Path | None]:
+    vendored = Path(program) / GOLDEN_FILE
+    if arg == "auto":
+        return ("vendored", vendored) if vendored.is_file() else ("live", None)
+    if arg == "vendored":
+        if not vendored.is_file():
+            raise UserError(f"--golden vendored: {GOLDEN_FILE} not found in {program}")
+        return "vendored", vendored
+    if arg in ("live", "none"):
+        return arg, None
+    path = Path(arg)
+    if not path.is_file():
+        raise UserError(f"--golden {arg}: not vendored, live, none, or an existing golden file")
+    return "file", path
+
+
+def _metrics_dict(met) -> dict:
+    return {
+        "top1_agreement": float(met.top1_agreement),
+        "top1_rows": [bool(x) for x in met.top1_rows],
+        "max_abs": float(met.max_abs),
+        "max_abs_rel": float(met.max_abs_rel),
+        "cosine": float(met.cosine),
+    }
+

@@ -1,0 +1,134 @@
+"""The verdict and report of a whole-model forward: pass/fail rule, readable text, JSON.
+
+Pass rule (justified in docs/forward.md):
+
+* top-1 agreement on every row: the emulated program's argmax equals the golden argmax, and
+* ``max_abs / max|golden| <= REL_TOLERANCE`` (max over all logits of the absolute difference,
+  relative to the largest golden logit magnitude).
+
+The JSON written by ``--json`` always holds at least ``pass``, ``metrics.top1_agreement``,
+``metrics.max_abs``, ``metrics.cosine``, ``seconds.parse``, ``seconds.marshal`` and
+``seconds.execute`` (median seconds per pass over ``--repeat``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+
+#: Largest accepted ``max_abs / max|golden|``; see docs/forward.md for its derivation.
+REL_TOLERANCE = 2.0**-5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    reasons: tuple[str, ...]
+
+
+def judge(metrics: Any, tolerance: float = REL_TOLERANCE) -> Verdict:
+    """Apply the pass rule to a ``golden.Metrics``; ``reasons`` says why a forward failed."""
+    reasons = []
+    rows = list(metrics.top1_rows)
+    if not all(rows):
+        bad = [i for i, ok in enumerate(rows) if not ok]
+        shown = ", ".join(str(i) for i in bad[:8]) + (", ..." if len(bad) > 8 else "")
+        reasons.append(f"top-1 differs on {len(bad)} of {len(rows)} rows (rows {shown})")
+    rel = float(metrics.max_abs_rel)
+    if not math.isfinite(rel) or rel > tolerance:
+        reasons.append(f"max_abs/max|golden| = {rel:.3g} exceeds the tolerance {tolerance:.3g}")
+    return Verdict(passed=not reasons, reasons=tuple(reasons))
+
+
+@dataclass
+class ForwardReport:
+    """Everything ``ktir-models forward`` tells the user, as text and as JSON."""
+
+    model: str
+    program: str
+    mode: str
+    tokens: int
+    weights: str
+    golden: str
+    nodes: int
+    repeat: int
+    passed: bool
+    reasons: list[str]
+    tolerance: float
+    metrics: dict[str, Any] | None
+    seconds: dict[str, float]
+    slowest_nodes: list[dict[str, Any]] = field(default_factory=list)
+    nonfinite: dict[str, Any] | None = None
+    hbm_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["pass"] = doc.pop("passed")
+        return doc
+
+    def render(self) -> str:
+        lines = [
+            f"model    {self.model}",
+            f"program  {self.program}  ({self.nodes} nodes, {self.mode}, m={self.tokens})",
+            f"weights  {self.weights}",
+            f"golden   {self.golden}",
+        ]
+        if self.metrics is not None:
+            mt = self.metrics
+            lines += [
+                f"top-1    {mt['top1_agreement']:.4f} of rows agree",
+                f"max_abs  {mt['max_abs']:.4g}  (relative to max|golden|: {mt['max_abs_rel']:.4g}, "
+                f"tolerance {self.tolerance:.4g})",
+                f"cosine   {mt['cosine']:.6f}",
+            ]
+        if self.nonfinite is not None:
+            nf = self.nonfinite
+            lines.append(
+                f"nonfinite first at node {nf['node']} (@{nf['fn']}): tensor {nf['tensor']} has "
+                f"{nf['count']} NaN/Inf, first at {tuple(nf['first_index'])}"
+            )
+        s = self.seconds
+        lines.append(
+            "seconds  parse {parse:.2f}  compile {compile:.2f}  marshal {marshal:.2f}  "
+            "execute {execute:.2f} (median of {n})  golden {golden:.2f}".format(n=self.repeat, **s)
+        )
+        if self.slowest_nodes:
+            shown = ", ".join(f"{d['node']} {d['seconds']:.2f}s" for d in self.slowest_nodes[:3])
+            lines.append(f"slowest  {shown}")
+        if self.metrics is None:
+            lines.append("result   RAN (no golden to compare with)")
+        elif self.passed:
+            lines.append("result   PASS")
+        else:
+            lines.append("result   FAIL: " + "; ".join(self.reasons))
+        return "\n".join(lines)
+
+
+def check_json_target(path: Path) -> None:
+    """Fail early (before any work) if ``--json`` cannot be written."""
+    if path.is_dir():
+        raise UserError(f"--json {path}: is a directory")
+    if not path.parent.is_dir():
+        raise UserError(f"--json {path}: directory {path.parent} does not exist")
+
+
+def write_json(path: Path, report: ForwardReport) -> None:
+    """Write the report atomically (a temp file renamed over ``path``) so a crash never leaves a
+    half-written file where the user's was."""
+    text = json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,213 @@
+"""Execute a fixture's node graph on one emulated machine.
+
+Life cycle (each step once, passes many times):
+
+1. :meth:`Runner.load` parses and verifies every node file, checks each node's function and
+   argument names, and compiles each function into a plan (reused by every pass).
+2. :meth:`Runner.marshal` streams the checkpoint's weights into HBM, one tensor at a time, and
+   allocates every other tensor (activations, per-pass inputs, the mask) once. Weights stay resident.
+3. :meth:`Runner.run` writes one pass's inputs into their resident buffers, runs the nodes in
+   manifest order, and returns a copy of the result tensor with per-node timings.
+
+Invariants: a tensor id maps to exactly one HBM buffer for the runner's whole life; weights are
+never written after marshalling; activations are overwritten by the node that produces them before
+any node reads them (checked by the manifest's dataflow validation).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import ktir
+from ..errors import UserError
+from .bindings import check_weight_shapes, input_tensor_ids, load_weight, source_label
+from .manifest import MANIFEST_FILE, Manifest, check_node_arguments, Signature
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """The first node whose output held NaN or Inf during a pass."""
+
+    node: int
+    fn: str
+    tensor: int
+    count: int
+    first_index: tuple[int, int]
+
+
+@dataclass
+class PassResult:
+    """One forward pass: the result tensor (f16 copy), seconds per node, total seconds."""
+
+    result: np.ndarray
+    node_seconds: list[float]
+    seconds: float
+    nonfinite: NonFinite | None = None
+
+
+@dataclass
+class Timings:
+    """Wall-clock seconds of each phase; ``execute`` holds one entry per pass."""
+
+    parse: float = 0.0
+    compile: float = 0.0
+    marshal: float = 0.0
+    execute: list[float] = field(default_factory=list)
+
+    @property
+    def execute_median(self) -> float:
+        return statistics.median(self.execute) if self.execute else 0.0
+
+
+class Runner:
+    """Runs one manifest's program; see the module docstring for the phases."""
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        machine: Any | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        self.manifest = manifest
+        self.machine = machine if machine is not None else ktir.Machine()
+        self.show_progress = show_progress
+        self.timings = Timings()
+        self._plans: list[Any] = []
+        self._buffers: dict[int, Any] = {}
+        self._input_ids = input_tensor_ids(manifest)
+        self.hbm_bytes = 0
+        self.passes: list[PassResult] = []
+
+    # ------------------------------------------------------------------ phase 1: parse + compile
+
+    def load(self) -> None:
+        """Parse, verify and compile every node; check every node's function and arguments."""
+        start = time.perf_counter()
+        modules: dict[str, Any] = {}
+        functions = []
+        for i, node in enumerate(self.manifest.nodes):
+            path = self.manifest.directory / node.mlir
+            if node.mlir not in modules:
+                modules[node.mlir] = ktir.load_module(path)
+            module = modules[node.mlir]
+            fn = module.functions.get(node.fn)
+            signature = None
+            if fn is not None:
+                signature = Signature(node.fn, tuple(fn.arg_names), 0, 0)
+            check_node_arguments(i, node, signature, path)
+            functions.append(fn)
+        self.timings.parse = time.perf_counter() - start
+
+        start = time.perf_counter()
+        self._plans = [self.machine.compile(fn) for fn in functions]
+        self.timings.compile = time.perf_counter() - start
+
+    # ------------------------------------------------------------------ phase 2: marshal
+
+    def marshal(self, checkpoint: Any, weight_loader: Callable[..., np.ndarray] = load_weight) -> None:
+        """Bind weights (real shapes checked first) and allocate every other tensor once."""
+        start = time.perf_counter()
+        check_weight_shapes(self.manifest, checkpoint)
+        hbm = self.machine.hbm
+        for src in self.manifest.sources:
+            if src.role != "weight":
+                continue
+            array = weight_loader(self.manifest, checkpoint, src)
+            buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}")
+            self._buffers[src.id] = buf
+            self.hbm_bytes += array.nbytes
+        for t in self.manifest.tensors:
+            if t.id in self._buffers:
+                continue
+            self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
+            self.hbm_bytes += 2 * t.rows * t.cols
+        self.timings.marshal = time.perf_counter() - start
+
+    # ------------------------------------------------------------------ phase 3: passes
+
+    def run(self, inputs: dict[int, np.ndarray]) -> PassResult:
+        """One pass: write ``inputs`` (every per-pass input tensor) and run the nodes in order."""
+        if not self._plans or not self._buffers:
+            raise RuntimeError("Runner.run before load() and marshal()")
+        missing = [tid for tid in self._input_ids if tid not in inputs]
+        if missing:
+            raise UserError(f"{MANIFEST_FILE}: no host value for input tensor {missing[0]}")
+        for tid in self._input_ids:
+            self._buffers[tid].array[...] = np.asarray(inputs[tid], dtype=np.float16).reshape(
+                self._buffers[tid].array.shape
+            )
+
+        nodes = self.manifest.nodes
+        times = [0.0] * len(nodes)
+        nonfinite: NonFinite | None = None
+        progress = _progress(len(nodes), self.show_progress)
+        start = time.perf_counter()
+        try:
+            for i, (node, plan) in enumerate(zip(nodes, self._plans)):
+                args = {a.name: self._buffers[a.tensor].address for a in node.args}
+                t0 = time.perf_counter()
+                try:
+                    plan.run(args)
+                except UserError as exc:
+                    raise UserError(f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
+                times[i] = time.perf_counter() - t0
+                if nonfinite is None:
+                    nonfinite = self._first_nonfinite(i)
+                if progress is not None:
+                    progress.update(1)
+        finally:
+            if progress is not None:
+                progress.close()
+        total = time.perf_counter() - start
+        result = self._buffers[self.manifest.result].array.copy()
+        self.timings.execute.append(total)
+        outcome = PassResult(result=result, node_seconds=times, seconds=total, nonfinite=nonfinite)
+        self.passes.append(outcome)
+        return outcome
+
+    def tensor(self, tensor_id: int) -> np.ndarray:
+        """A copy of a tensor's current contents (for diagnostics and tests)."""
+        return self._buffers[tensor_id].array.copy()
+
+    def _first_nonfinite(self, i: int) -> NonFinite | None:
+        node = self.manifest.nodes[i]
+        for a in node.args:
+            if not a.is_output:
+                continue
+            data = self._buffers[a.tensor].array
+            bad = ~np.isfinite(data)
+            if bad.any():
+                flat = int(np.flatnonzero(bad)[0])
+                cols = data.shape[-1]
+                return NonFinite(i, node.fn, a.tensor, int(bad.sum()), (flat // cols, flat % cols))
+        return None
+
+    # ------------------------------------------------------------------ reporting helpers
+
+    def slowest_nodes(self, count: int = 5) -> list[tuple[int, str, float]]:
+        """(node index, fn, median seconds over passes), slowest first."""
+        if not self.passes:
+            return []
+        per_node = [statistics.median(p.node_seconds[i] for p in self.passes) for i in range(len(self.manifest.nodes))]
+        order = sorted(range(len(per_node)), key=lambda i: -per_node[i])[:count]
+        return [(i, self.manifest.nodes[i].fn, per_node[i]) for i in order]
+
+
+def _progress(total: int, enabled: bool):
+    """A tqdm bar on stderr, only on a terminal, appearing after 1 s (short runs stay quiet)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="node", file=sys.stderr, delay=1.0, leave=False, desc="forward")
+
+
+def describe_source(manifest: Manifest, tensor_id: int) -> str:
+    src = manifest.source(tensor_id)
+    return source_label(manifest, src) if src is not None else f"tensor {tensor_id}"
