@@ -1,0 +1,52 @@
+"""Shared fixtures for the whole test suite.
+
+The shared KTIR corpus (real emitted fixtures and hand-written example kernels) is data that lives
+outside the repository. It is found through one setting: the environment variable ``KTIR_CORPUS``,
+defaulting to ``<repo>/../shared/corpus``. Tests that need it skip with a reason naming the path
+they looked at when it is absent; they never pass silently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The numpy reference implementations live in tests/ktir/references/ and are imported as the
+# top-level package ``references``. pytest puts a test file's own folder on sys.path only while
+# tests/ktir has no __init__.py; adding it here keeps the import working either way.
+_KTIR_TESTS = str(Path(__file__).resolve().parent / "ktir")
+if _KTIR_TESTS not in sys.path:
+    sys.path.insert(0, _KTIR_TESTS)
+
+
+def corpus_path() -> Path:
+    """Where the shared corpus is expected (it may not exist)."""
+    configured = os.environ.get("KTIR_CORPUS")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    return (REPO_ROOT.parent / "shared" / "corpus").resolve()
+
+
+def corpus_missing_reason() -> str | None:
+    """None when the corpus is present, else the skip reason to show."""
+    root = corpus_path()
+    if (root / "scratchy").is_dir() and (root / "ktir-examples").is_dir():
+        return None
+    return (
+        f"KTIR corpus not found at {root} (set KTIR_CORPUS to the folder holding scratchy/ and "
+        "ktir-examples/)"
+    )
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The corpus root; skips the requesting test when the corpus is absent."""
+    reason = corpus_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    return corpus_path()
