@@ -1,0 +1,155 @@
+"""``emit_program`` and ``cached_program``: from a config and a pass shape to a fixture directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ...errors import UserError
+from ..config import ModelConfig
+from .host import MASKED
+from .llama import LlamaEmitter, PassShape
+
+#: Bumped whenever the emitted text or manifest can change; part of the cache key.
+EMITTER_VERSION = "1"
+MODES = ("decode", "prefill")
+FORMAT = "ktir-models/1"
+DEFAULT_PREFILL_TOKENS = 32
+
+
+def pass_shape(mode: str, tokens: int | None, past: int, capacity: int | None,
+               dynamic_position: bool = False) -> PassShape:
+    """Check the pass arguments (UserError naming the option) and return the pass shape."""
+    if mode not in MODES:
+        raise UserError(f"--mode: {mode!r} is not a mode (choose one of: {', '.join(MODES)})")
+    if tokens is None:
+        tokens = 1 if mode == "decode" else DEFAULT_PREFILL_TOKENS
+    if tokens < 1:
+        raise UserError(f"--tokens: must be at least 1, got {tokens}")
+    if mode == "decode" and tokens != 1:
+        raise UserError(f"--tokens: decode processes one token, got {tokens} (use --mode prefill)")
+    if past < 0:
+        raise UserError(f"--past: must be >= 0, got {past}")
+    if capacity is None:
+        capacity = past + tokens
+    if capacity < past + tokens:
+        raise UserError(f"capacity {capacity} is smaller than past + tokens = {past + tokens}")
+    return PassShape(m=tokens, past=past, capacity=capacity, dynamic_position=dynamic_position)
+
+
+def _symbol(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+def _extras(cfg: ModelConfig, mode: str, shape: PassShape, name: str, emitter: LlamaEmitter) -> dict[str, Any]:
+    s = shape
+    return {
+        "format": FORMAT,
+        "emitter_version": EMITTER_VERSION,
+        "model": name,
+        "config": cfg.to_hf_dict(),
+        "mode": mode,
+        "m": s.m,
+        "past": s.past,
+        "capacity": s.capacity,
+        "positions": list(range(s.past, s.past + s.m)),
+        "dynamic_position": s.dynamic_position,
+        "scalars": {"position": s.past},
+        "kv_cache": {
+            "capacity": s.capacity,
+            "valid_before": s.past,
+            "written_rows": [s.past, s.past + s.m],
+            "layers": [{"layer": i, "k": w.k_cache.id, "v": w.v_cache.id}
+                       for i, w in enumerate(emitter.layers)],
+        },
+        "attn_mask_layout": {
+            "rows": s.m,
+            "cols": s.capacity,
+            "visible": 0.0,
+            "hidden": MASKED,
+            "rule": "mask[i][j] = 0 if j <= past + i else hidden",
+        },
+        "dtypes": {"hbm": "f16", "compute": "f32"},
+    }
+
+
+def _write(cfg: ModelConfig, mode: str, shape: PassShape, out_dir: Path, name: str) -> None:
+    emitter = LlamaEmitter(cfg, shape, prefix=f"ktir_{mode}_{_symbol(name)}")
+    program = emitter.build()
+    program.write(out_dir, _extras(cfg, mode, shape, name, emitter))
+
+
+def emit_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, out_dir: Path, name: str,
+                 *, capacity: int | None = None, dynamic_position: bool = False,
+                 force: bool = False) -> Path:
+    """Write the fixture of one pass into ``out_dir`` and return it.
+
+    A non-empty ``out_dir`` is refused unless ``force``; with ``force`` only a previous emission's
+    files (``manifest.json``, ``node*.mlir``) are removed, anything else is left alone.
+    """
+    shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir}: exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not force:
+            raise UserError(f"--out {out_dir}: directory is not empty (use --force to replace an emitted program)")
+        for old in [out_dir / "manifest.json", *out_dir.glob("node*.mlir")]:
+            if old.is_file():
+                old.unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write(cfg, mode, shape, out_dir, name)
+    return out_dir
+
+
+def cache_root() -> Path:
+    """``$KTIR_MODELS_CACHE/programs`` (default ``~/.cache/ktir-models/programs``)."""
+    base = os.environ.get("KTIR_MODELS_CACHE")
+    root = Path(base) if base else Path.home() / ".cache" / "ktir-models"
+    return root / "programs"
+
+
+def program_key(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *, capacity: int | None = None,
+                dynamic_position: bool = False, name: str = "model") -> str:
+    """A stable key of everything that determines an emission (config, pass shape, version)."""
+    shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
+    blob = json.dumps({
+        "config": cfg.to_hf_dict(), "mode": mode, "m": shape.m, "past": shape.past,
+        "capacity": shape.capacity, "dynamic": shape.dynamic_position, "name": name,
+        "version": EMITTER_VERSION,
+    }, sort_keys=True)
+    return f"{_symbol(name)}-{mode}-m{shape.m}-p{shape.past}-" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cached_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *, capacity: int | None = None,
+                   dynamic_position: bool = False, name: str = "model") -> Path:
+    """The fixture directory of this pass from the program cache, emitting it on a miss.
+
+    Emission goes to a temporary sibling directory renamed into place, so a reader never sees a
+    half-written program and concurrent emitters do not collide.
+    """
+    key = program_key(cfg, mode, tokens, past, capacity=capacity, dynamic_position=dynamic_position, name=name)
+    root = cache_root()
+    final = root / key
+    if (final / "manifest.json").is_file():
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    try:
+        shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
+        _write(cfg, mode, shape, tmp, name)
+        try:
+            tmp.rename(final)
+        except OSError:
+            if not (final / "manifest.json").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final

@@ -1,0 +1,30 @@
+"""What the host binds for one pass of an emitted program, besides weights (see docs/emitter.md).
+
+* ``embed``: embedding rows of the m token ids (f16 ``[m, hidden]``);
+* ``cos``/``sin``: RoPE tables of positions ``past .. past+m-1`` (f16 ``[m, head_dim]``, HF layout);
+* ``prefix_k``/``prefix_v`` of each layer: the KV cache ``[C, kv_dim]``, zeros before the first pass,
+  then carried from pass to pass (the program writes rows ``past .. past+m-1``);
+* ``attn_mask``: :func:`attention_mask` (f16 ``[m, C]``);
+* the scalar ``position`` (only for programs emitted with a dynamic position): ``past``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Additive mask value of a hidden key (the most negative finite f16, as in the external dumps).
+MASKED = -65504.0
+
+
+def attention_mask(past: int, m: int, capacity: int) -> np.ndarray:
+    """f16 ``[m, capacity]``: row i sees cache rows ``0 .. past+i`` (0.0), the rest is ``MASKED``."""
+    if past < 0 or m < 1 or capacity < past + m:
+        raise ValueError(f"bad mask shape: past={past} m={m} capacity={capacity}")
+    cols = np.arange(capacity)[None, :]
+    rows = np.arange(m)[:, None]
+    return np.where(cols <= past + rows, 0.0, MASKED).astype(np.float16)
+
+
+def positions(past: int, m: int) -> np.ndarray:
+    """Positions of the m new tokens."""
+    return np.arange(past, past + m, dtype=np.int64)

@@ -1,0 +1,131 @@
+"""Tile sizes that fit the machine: 2 MiB of LX per core, up to 32 cores.
+
+Every kernel we emit is planned here from its shapes alone. The LX estimates count every tensor
+that is live at the worst point of a kernel body: the loaded f16 tiles *and* their f32 copies, the
+loop-carried accumulator twice (old and new value coexist at the ``scf.yield``), and the epilogue
+temporaries. Estimates are kept under :data:`LX_BUDGET` (1.5 MiB), leaving a quarter of LX as
+slack for accounting differences between emulators; the emulator's measured high-water mark is
+checked against the full 2 MiB in the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import UserError
+
+LX_BYTES = 2 * 1024 * 1024
+LX_BUDGET = 3 * 512 * 1024  # 1.5 MiB
+MAX_CORES = 32
+ROW_BLOCK = 64  # rows of activations handled together (GEMM weight tiles are reused across them)
+
+
+def divisors(n: int) -> list[int]:
+    """All divisors of ``n`` in increasing order."""
+    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def row_blocks(m: int, block: int = ROW_BLOCK) -> list[tuple[int, int]]:
+    """``[(start, size), ...]`` covering ``range(m)`` with blocks of ``block`` rows (last ragged)."""
+    return [(r, min(block, m - r)) for r in range(0, m, block)]
+
+
+@dataclass(frozen=True)
+class ColumnChunks:
+    """Output columns split into ``full`` chunks of ``size`` plus an optional ``tail`` chunk.
+
+    Chunks are dealt round-robin to the ``grid`` cores (core c takes chunks c, c + grid, ...); the
+    tail chunk, if any, goes to core 0.
+    """
+
+    size: int
+    full: int
+    tail: int
+    grid: int
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """How one GEMM node ``[m, K] x [N, K]^T`` is tiled (see :func:`plan_gemm`)."""
+
+    rows: tuple[tuple[int, int], ...]
+    cols: ColumnChunks
+    kblock: int
+    lx_estimate: int
+
+
+def gemm_lx(mb: int, nb: int, kb: int, weights: int) -> int:
+    """LX bytes live at the worst point of one output chunk of a GEMM node.
+
+    x tile f16 + f32 copy, weight tile f16 + f32 copy, accumulator old + new (f32), the finished
+    accumulators of earlier weights (gate while up runs), and the epilogue (residual f16 + f32,
+    three f32 temporaries, the f16 result).
+    """
+    return 6 * mb * kb + 6 * nb * kb + 8 * mb * nb + 4 * mb * nb * (weights - 1) + 20 * mb * nb
+
+
+def plan_gemm(m: int, k: int, n: int, weights: int = 1, budget: int = LX_BUDGET) -> GemmPlan:
+    """Column chunks of about ``n / 32`` (a multiple of 64, at least 64) dealt to up to 32 cores,
+    the largest K block dividing ``K`` that fits ``budget``; chunks shrink until one fits."""
+    rows = tuple(row_blocks(m))
+    mb = max(size for _, size in rows)
+    target = -(-n // MAX_CORES)
+    nb = min(n, max(64, -(-target // 64) * 64))
+    while True:
+        fitting = [d for d in divisors(k) if gemm_lx(mb, nb, d, weights) <= budget]
+        if fitting:
+            kb = fitting[-1]
+            break
+        if nb <= 16:
+            raise UserError(f"GEMM [{m}x{k}] x [{k}x{n}] does not fit LX even with 16-column chunks")
+        nb = max(16, nb // 2)
+    full, tail = divmod(n, nb)
+    grid = min(MAX_CORES, full + (1 if tail else 0))
+    return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights))
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """Attention tiling: one query head per core step, query rows in ``rows`` blocks, the whole
+    key range (capacity C) in one pass."""
+
+    rows: tuple[tuple[int, int], ...]
+    grid: int
+    lx_estimate: int
+
+
+def attention_lx(mb: int, capacity: int, head_dim: int) -> int:
+    """K and V slabs (f16 + f32), q (f16 + f32), scores and four softmax temporaries plus the mask
+    (f16 + f32) over ``[mb, C]``, the output (f32 accumulator twice, f16 result)."""
+    return 12 * capacity * head_dim + 6 * mb * head_dim + 30 * mb * capacity + 10 * mb * head_dim
+
+
+def plan_attention(m: int, capacity: int, heads: int, head_dim: int, budget: int = LX_BUDGET) -> AttentionPlan:
+    mb = min(m, ROW_BLOCK)
+    while attention_lx(mb, capacity, head_dim) > budget and mb > 1:
+        mb = max(1, mb // 2)
+    lx = attention_lx(mb, capacity, head_dim)
+    if lx > budget:
+        raise UserError(
+            f"KV capacity {capacity} with head_dim {head_dim} does not fit one core's LX in the "
+            f"single-pass attention kernel (estimate {lx} bytes > {budget}); use fewer tokens"
+        )
+    return AttentionPlan(tuple(row_blocks(m, mb)), min(MAX_CORES, heads), lx)
+
+
+def rows_grid(m: int) -> int:
+    """Cores for row-parallel kernels (RMSNorm, RoPE): one row per core step."""
+    return min(MAX_CORES, m)
+
+
+def rmsnorm_lx(hidden: int) -> int:
+    """The weight (f16, f32, broadcast f32), one row (f16, f32, squares, normalised, scaled, f16)."""
+    return 10 * hidden + 20 * hidden
+
+
+def rope_lx(heads: int, head_dim: int) -> int:
+    """Both halves of one row of heads (f16 + f32), four f32 products, two f16 results, the
+    broadcast cos/sin halves (f32)."""
+    half = head_dim // 2
+    return heads * half * (2 * 6 + 4 * 4 + 2 * 2 + 4 * 4)
