@@ -1,0 +1,228 @@
+"""Checkpoints: a directory with ``config.json`` and safetensors files, read tensor by tensor.
+
+Invariants:
+- A :class:`Checkpoint` has been checked on construction: every safetensors file opens, every name
+  in ``model.safetensors.index.json`` lives in the file it names, and every tensor the architecture
+  needs is present with the shape the config implies (headers only; no tensor data is read).
+- :meth:`Checkpoint.read_f16` streams ONE tensor (``safe_open``), converts it to float16 with
+  ml_dtypes for bf16 and keeps the PyTorch layout verbatim (``[out, in]`` for projections). The
+  whole model is never held twice.
+- A tied ``lm_head`` (no ``lm_head.weight`` in the files) resolves to ``model.embed_tokens.weight``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy, which safe_open needs)
+import numpy as np
+
+from ktir_models.errors import UserError
+from ktir_models.model.config import ModelConfig
+
+INDEX_FILE = "model.safetensors.index.json"
+EMBED = "model.embed_tokens.weight"
+LM_HEAD = "lm_head.weight"
+# Element types we convert to f16; anything else (int8, f8 ...) is not a plain llama checkpoint.
+CONVERTIBLE = {"F16", "BF16", "F32", "F64"}
+
+
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor a llama checkpoint of ``cfg`` must hold, with its PyTorch shape. A tied
+    checkpoint may also hold ``lm_head.weight``; it is checked when present."""
+    h, i, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    shapes: dict[str, tuple[int, ...]] = {EMBED: (cfg.vocab_size, h)}
+    for layer in range(cfg.num_hidden_layers):
+        p = f"model.layers.{layer}."
+        shapes[p + "input_layernorm.weight"] = (h,)
+        shapes[p + "self_attn.q_proj.weight"] = (q, h)
+        shapes[p + "self_attn.k_proj.weight"] = (kv, h)
+        shapes[p + "self_attn.v_proj.weight"] = (kv, h)
+        shapes[p + "self_attn.o_proj.weight"] = (h, q)
+        shapes[p + "post_attention_layernorm.weight"] = (h,)
+        shapes[p + "mlp.gate_proj.weight"] = (i, h)
+        shapes[p + "mlp.up_proj.weight"] = (i, h)
+        shapes[p + "mlp.down_proj.weight"] = (h, i)
+    shapes["model.norm.weight"] = (h,)
+    shapes[LM_HEAD] = (cfg.vocab_size, h)
+    return shapes
+
+
+def _safe_open(path: Path):
+    from safetensors import safe_open
+
+    try:
+        return safe_open(str(path), framework="numpy")
+    except Exception as exc:  # SafetensorError, OSError: a corrupt or unreadable file
+        raise UserError(f"{path}: not a readable safetensors file ({exc})") from None
+
+
+def _index_tensors(directory: Path) -> dict[str, Path]:
+    """Map each tensor name to the file holding it (sharded via the index, or single files)."""
+    index_path = directory / INDEX_FILE
+    files: dict[str, Path] = {}
+    if index_path.is_file():
+        try:
+            weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UserError(f"{index_path}: not a safetensors index (needs 'weight_map'): {exc}") from None
+        for shard in sorted(set(weight_map.values())):
+            if not (directory / shard).is_file():
+                raise UserError(f"{index_path}: shard {shard!r} is missing from {directory}")
+        for shard in sorted(set(weight_map.values())):
+            with _safe_open(directory / shard) as f:
+                present = set(f.keys())
+            for name, file_name in weight_map.items():
+                if file_name == shard and name not in present:
+                    raise UserError(f"{index_path}: tensor {name!r} is not in shard {shard!r}")
+        return {name: directory / shard for name, shard in weight_map.items()}
+    shards = sorted(directory.glob("*.safetensors"))
+    if not shards:
+        raise UserError(f"{directory}: no *.safetensors files (and no {INDEX_FILE})")
+    for shard in shards:
+        with _safe_open(shard) as f:
+            for name in f.keys():
+                files[name] = shard
+    return files
+
+
+@dataclass
+class Checkpoint:
+    """A checked checkpoint directory; ``origin`` says where it came from
+    (``hub:<repo>@<rev>``, ``local:<path>`` or ``synthetic:<seed>``)."""
+
+    directory: Path
+    config: ModelConfig
+    origin: str
+    _files: dict[str, Path] = field(init=False, repr=False)
+    _shapes: dict[str, tuple[int, ...]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.directory = Path(self.directory)
+        self._files = _index_tensors(self.directory)
+        self._shapes = {}
+        by_file: dict[Path, list[str]] = {}
+        for name, path in self._files.items():
+            by_file.setdefault(path, []).append(name)
+        for path, names in by_file.items():
+            with _safe_open(path) as f:
+                for name in names:
+                    self._shapes[name] = tuple(f.get_slice(name).get_shape())
+        for name, shape in expected_shapes(self.config).items():
+            if name not in self._shapes:
+                if name == LM_HEAD and self.config.tie_word_embeddings:
+                    continue
+                raise UserError(f"{self.directory}: tensor {name!r} is missing (expected shape {list(shape)})")
+            if self._shapes[name] != shape:
+                raise UserError(
+                    f"{self._files[name]}: tensor {name!r} has shape {list(self._shapes[name])}, "
+                    f"expected {list(shape)} from the config"
+                )
+
+    def tensor_names(self) -> list[str]:
+        """All tensor names in the checkpoint files, sorted."""
+        return sorted(self._files)
+
+    def tensor_shape(self, hf_name: str) -> tuple[int, ...]:
+        """The stored shape of one tensor (after :meth:`resolve`, if given a manifest name)."""
+        return self._shapes[self._known(hf_name)]
+
+    def resolve(self, disk: str) -> str:
+        """A manifest ``disk`` name (HF name without ``.weight``) -> the HF tensor name to read."""
+        name = disk if disk.endswith(".weight") else disk + ".weight"
+        if name in self._files:
+            return name
+        if name == LM_HEAD and self.config.tie_word_embeddings:
+            return EMBED
+        raise UserError(f"{self.directory}: no tensor for manifest disk name {disk!r} (looked for {name!r})")
+
+    def read_f16(self, hf_name: str) -> np.ndarray:
+        """One tensor as a fresh, writable float16 array in its stored layout."""
+        name = self._known(hf_name)
+        path = self._files[name]
+        with _safe_open(path) as f:
+            dtype = f.get_slice(name).get_dtype()
+            if dtype not in CONVERTIBLE:
+                raise UserError(f"{path}: tensor {name!r} has element type {dtype}; expected F16/BF16/F32")
+            try:
+                raw = f.get_tensor(name)
+            except Exception as exc:  # truncated data
+                raise UserError(f"{path}: cannot read tensor {name!r} ({exc})") from None
+        out = raw.astype(np.float16, copy=False)
+        if out is raw and not out.flags.writeable:
+            out = out.copy()
+        del raw
+        if not np.isfinite(out).all():
+            raise UserError(
+                f"{path}: tensor {name!r} ({dtype}) has values that are NaN or outside the float16 range"
+            )
+        return out
+
+    def read_rows_f16(self, hf_name: str, rows: np.ndarray) -> np.ndarray:
+        """Selected rows of a 2-D tensor as float16 ``[len(rows), cols]`` (e.g. embedding rows),
+        reading only those rows from the file."""
+        name = self._known(hf_name)
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        n = self._shapes[name][0]
+        if rows.size and (rows.min() < 0 or rows.max() >= n):
+            raise UserError(f"{name}: row index out of range [0, {n}): {rows.min()}..{rows.max()}")
+        with _safe_open(self._files[name]) as f:
+            view = f.get_slice(name)
+            picked = [np.asarray(view[int(r) : int(r) + 1]) for r in rows]
+        cols = self._shapes[name][1]
+        if not picked:
+            return np.zeros((0, cols), dtype=np.float16)
+        return np.concatenate(picked).astype(np.float16)
+
+    def _known(self, hf_name: str) -> str:
+        if hf_name in self._files:
+            return hf_name
+        if hf_name == LM_HEAD and self.config.tie_word_embeddings:
+            return EMBED
+        raise UserError(f"{self.directory}: no tensor named {hf_name!r} in the checkpoint")
+
+
+def _same_architecture(expected: ModelConfig, found: ModelConfig, where: str) -> None:
+    """A UserError naming the first field where a checkpoint's config.json differs."""
+    for f in fields(ModelConfig):
+        a, b = getattr(expected, f.name), getattr(found, f.name)
+        if a != b:
+            raise UserError(f"{where}: config field '{f.name}' is {b!r}, but the model expects {a!r}")
+
+
+def load_local(directory: Path, expected: ModelConfig | None = None, origin: str | None = None) -> Checkpoint:
+    """A local checkpoint directory; with ``expected``, its config.json must match it."""
+    directory = Path(directory).expanduser()
+    if not directory.is_dir():
+        raise UserError(f"{directory}: weights directory does not exist")
+    config = ModelConfig.from_json(directory / "config.json")
+    if expected is not None:
+        _same_architecture(expected, config, str(directory / "config.json"))
+    return Checkpoint(directory, config, origin or f"local:{directory.resolve()}")
+
+
+def get_checkpoint(spec, weights: str, cache_dir: Path | None = None, seed: int = 0) -> Checkpoint:
+    """The checkpoint for a resolved MODEL (:class:`~ktir_models.model.registry.ModelSpec`).
+
+    ``weights``: ``"hub"`` (the spec's repo at its revision, cache first; for a MODEL that is a
+    local directory, that directory), ``"synthetic"`` (seeded, generated once into a cache), or a
+    local directory. ``cache_dir`` overrides the hub cache, or the synthetic cache root.
+    """
+    if weights == "synthetic":
+        from ktir_models.model.synthetic import ensure_synthetic
+
+        directory = ensure_synthetic(spec.name, spec.config, seed=seed, cache_root=cache_dir)
+        return Checkpoint(directory, spec.config, f"synthetic:{seed}")
+    if weights == "hub":
+        if spec.local_dir is not None:
+            return load_local(spec.local_dir, spec.config)
+        if spec.repo_id is None:
+            raise UserError(f"model {spec.name!r} has no hub repo id; use --weights synthetic or a directory")
+        from ktir_models.model.hub import snapshot_dir
+
+        directory = snapshot_dir(spec.repo_id, spec.revision, cache_dir)
+        return load_local(directory, spec.config, f"hub:{spec.repo_id}@{spec.revision or 'main'}")
+    return load_local(Path(weights), spec.config)
