@@ -1,0 +1,92 @@
+"""Every KTIR file of the shared corpus parses and verifies, in-process and through the CLI.
+
+One parametrized test per .mlir/.ktir file (1179 files: three scratchy fixtures and the 33
+ktir-examples kernels), then ``ktir-models check`` over all of them in a few subprocess batches,
+which must exit 0.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_missing_reason, corpus_path
+
+ktir = pytest.importorskip("ktir_models.ktir")
+
+KTIR_SUFFIXES = (".mlir", ".ktir")
+
+
+def corpus_files() -> list[Path]:
+    root = corpus_path()
+    return sorted(p for p in root.rglob("*") if p.suffix in KTIR_SUFFIXES and p.is_file())
+
+
+def file_cases() -> list:
+    reason = corpus_missing_reason()
+    if reason is not None:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="no-corpus")]
+    root = corpus_path()
+    return [pytest.param(p, id=str(p.relative_to(root))) for p in corpus_files()]
+
+
+def test_corpus_has_the_expected_files(corpus_dir: Path) -> None:
+    """The counts the README promises: 452 + 452 + 242 scratchy nodes and 33 example kernels."""
+    files = corpus_files()
+    by_folder: dict[str, int] = {}
+    for path in files:
+        top = path.relative_to(corpus_dir).parts
+        key = top[1] if top[0] == "scratchy" else top[0]
+        by_folder[key] = by_folder.get(key, 0) + 1
+    assert by_folder == {
+        "smollm2-135m": 452,
+        "smollm2-135m-prefill": 452,
+        "llama-3.2-1b": 242,
+        "ktir-examples": 33,
+    }
+
+
+@pytest.mark.parametrize("path", file_cases())
+def test_file_parses_and_verifies(path: Path) -> None:
+    module = ktir.load_module(path)  # parse + verify; raises KtirError with every diagnostic
+    assert module.functions, f"{path}: no func.func found"
+    for name, fn in module.functions.items():
+        assert module.function(name) is fn
+        assert len(fn.arg_names) == len(fn.arg_types), f"{path}:@{name}: names/types differ"
+        assert len(fn.grid) == 3 and all(int(g) >= 1 for g in fn.grid), f"{path}:@{name}: grid {fn.grid}"
+
+
+def test_scratchy_functions_match_their_manifest(corpus_dir: Path) -> None:
+    """Each manifest node names a function of its file with exactly the manifest's arguments."""
+    import json
+
+    for fixture in ("smollm2-135m", "smollm2-135m-prefill", "llama-3.2-1b"):
+        folder = corpus_dir / "scratchy" / fixture
+        manifest = json.loads((folder / "manifest.json").read_text())
+        for node in manifest["nodes"][:16] + manifest["nodes"][-2:]:
+            fn = ktir.load_module(folder / node["mlir"]).function(node["fn"])
+            assert list(fn.arg_names) == [a["name"] for a in node["args"]], f"{fixture}:{node['mlir']}"
+
+
+# ``ktir-models check`` over every corpus file, split in a few batches so that no command line
+# gets too long; each batch must exit 0 and report nothing on stderr.
+BATCHES = 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_cli_check_accepts_the_whole_corpus(corpus_dir: Path, batch: int) -> None:
+    files = corpus_files()[batch::BATCHES]
+    assert files
+    done = subprocess.run(
+        [sys.executable, "-m", "ktir_models", "check", *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, (
+        f"ktir-models check exited {done.returncode} on batch {batch}:\n{done.stderr[-4000:]}"
+    )
