@@ -215,3 +215,24 @@ def _tensor_chunks(plan: TensorPlan, cfg: ModelConfig, rng: np.random.Generator,
         else:
             values *= np.float32(gain)
         yield values
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    """A small llama architecture (2 layers, hidden 64, GQA 4/2 heads, vocab 512) for tests and
+    demos; ``overrides`` replace config.json fields (e.g. ``rope_scaling``)."""
+    d = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": 512,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+        "max_position_embeddings": 256,
+    }
+    d.update(overrides)
+    return ModelConfig.from_hf_dict(d, "tiny_config")
