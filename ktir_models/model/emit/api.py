@@ -73,7 +73,7 @@ def _extras(cfg: ModelConfig, mode: str, shape: PassShape, name: str, emitter: L
             "cols": s.capacity,
             "visible": 0.0,
             "hidden": MASKED,
-            "rule": "mask[i][j] = 0 if j <= past + i else hidden",
+            "rule": "mask[i][j] = 0 if j < past else hidden (fresh tokens: causal inside the program)",
         },
         "dtypes": {"hbm": "f16", "compute": "f32"},
     }

@@ -17,12 +17,15 @@ MASKED = -65504.0
 
 
 def attention_mask(past: int, m: int, capacity: int) -> np.ndarray:
-    """f16 ``[m, capacity]``: row i sees cache rows ``0 .. past+i`` (0.0), the rest is ``MASKED``."""
+    """f16 ``[m, capacity]``: the ``past`` valid cache rows visible (0.0), the rest ``MASKED``.
+
+    This is the external dumps' convention (the mask covers the prefix cache; the causal structure
+    of the m fresh tokens is a constant inside the attention kernel)."""
     if past < 0 or m < 1 or capacity < past + m:
         raise ValueError(f"bad mask shape: past={past} m={m} capacity={capacity}")
-    cols = np.arange(capacity)[None, :]
-    rows = np.arange(m)[:, None]
-    return np.where(cols <= past + rows, 0.0, MASKED).astype(np.float16)
+    mask = np.full((m, capacity), MASKED, dtype=np.float16)
+    mask[:, :past] = 0.0
+    return mask
 
 
 def positions(past: int, m: int) -> np.ndarray:

@@ -196,11 +196,12 @@ class LlamaEmitter:
         c, s = self.cfg, self.shape
         out = self.p.tensor(s.m, self.q_dim)
         args = [Arg("q", q), Arg("k_cache", k_cache), Arg("v_cache", v_cache),
-                Arg("mask", self.mask), Arg("out", out, True)]
+                Arg("mask", self.mask), Arg("out", out, True)] + self._pos_args()
         self.p.node(
             "attention", layer, "attention", args,
             lambda fn: attention_kernel(fn, m=s.m, capacity=s.capacity, heads=c.num_attention_heads,
                                         kv_heads=c.num_key_value_heads, head_dim=c.head_dim, q="q",
-                                        k_cache="k_cache", v_cache="v_cache", mask="mask", out="out"),
+                                        k_cache="k_cache", v_cache="v_cache", mask="mask", out="out",
+                                        fresh=s.row_base),
         )
         return out

@@ -95,17 +95,20 @@ class AttentionPlan:
     lx_estimate: int
 
 
-def attention_lx(mb: int, capacity: int, head_dim: int) -> int:
-    """K and V slabs (f16 + f32), q (f16 + f32), scores and four softmax temporaries plus the mask
-    (f16 + f32) over ``[mb, C]``, the output (f32 accumulator twice, f16 result)."""
-    return 12 * capacity * head_dim + 6 * mb * head_dim + 30 * mb * capacity + 10 * mb * head_dim
+def attention_lx(mb: int, keys: int, head_dim: int) -> int:
+    """K and V rows (f16 + f32) of all ``keys`` (prefix + fresh), q (f16 + f32), scores and four
+    softmax temporaries plus the mask (f16 + f32) over ``[mb, keys]``, the output (f32
+    accumulator twice per part, f16 result)."""
+    return 12 * keys * head_dim + 6 * mb * head_dim + 30 * mb * keys + 14 * mb * head_dim
 
 
 def plan_attention(m: int, capacity: int, heads: int, head_dim: int, budget: int = LX_BUDGET) -> AttentionPlan:
+    """At most ``capacity + m`` keys are read (all cache rows plus the fresh block)."""
+    keys = capacity + m
     mb = min(m, ROW_BLOCK)
-    while attention_lx(mb, capacity, head_dim) > budget and mb > 1:
+    while attention_lx(mb, keys, head_dim) > budget and mb > 1:
         mb = max(1, mb // 2)
-    lx = attention_lx(mb, capacity, head_dim)
+    lx = attention_lx(mb, keys, head_dim)
     if lx > budget:
         raise UserError(
             f"KV capacity {capacity} with head_dim {head_dim} does not fit one core's LX in the "

@@ -1,22 +1,32 @@
-"""Attention nodes: causal GQA attention of the m new query rows over the whole KV cache.
+"""Attention nodes: causal GQA attention of the m new query rows over the KV cache.
 
 The cache (``[C, kv_heads*head_dim]`` per layer, rows = positions) already holds this pass's
-rotated k and its v (written by the RoPE-k and v_proj nodes), so one code path serves decode,
-prefill and decode after a prefill: the host's additive mask ``[m, C]`` (0 = visible, -65504 =
-hidden) hides the future and the unused cache rows. Query heads are dealt round-robin to the cores;
-each head reads the K/V slab of its KV head (``head // (heads / kv_heads)``).
+rotated k and its v at rows ``past .. past+m-1`` (written by the RoPE-k and v_proj nodes). The
+scores have two parts, joined in one softmax:
 
-Numerics (all f32, like transformers' eager f32 forward): ``s = (q @ k^T) * head_dim^-0.5 + mask``,
-``p = exp(s - max s) / sum``, ``o = p @ v``, rounded once to f16.
+* the *prefix*: cache rows ``0 .. past-1`` plus the host's additive mask ``[m, C]`` (0 = visible,
+  -65504 = hidden; the external dumps' convention: columns ``< past`` visible). With a static
+  position only the ``past`` valid rows are read (none for a first pass); with a dynamic position
+  (one decode program for every step) all C rows are read and the mask hides the unused ones;
+* the *fresh* block: cache rows ``past .. past+m-1`` with the causal triangle of the m new tokens
+  (a constant of the program: it depends on m only).
+
+Query heads are dealt round-robin to the cores; each head reads the K/V rows of its KV head
+(``head // (heads / kv_heads)``). Numerics (all f32, like transformers' eager f32 forward):
+``s = (q @ k^T) * head_dim^-0.5 + mask``, ``p = exp(s - max s) / sum p``, ``o = p @ v``, rounded
+once to f16.
 """
 
 from __future__ import annotations
 
-from ..ktir_text import Kernel, KernelText
+from ..ktir_text import Kernel, KernelText, Val, float_literal
 from ..tiling import plan_attention
+from .rows import RowBase
 
 #: Initial value of the running row maximum: finite (so ``s - max`` never sees ``inf - inf``).
 MAX_INIT = -3.0e38
+#: Additive mask value of a hidden key (the most negative finite f16).
+HIDDEN = -65504.0
 
 
 def attention_kernel(
@@ -32,10 +42,14 @@ def attention_kernel(
     v_cache: str,
     mask: str,
     out: str,
+    fresh: RowBase,
 ) -> KernelText:
+    """``fresh`` is where this pass's rows start in the cache (the constant ``past`` or the
+    ``pos`` argument). The prefix part reads ``past`` rows when static, all C rows when dynamic."""
+    prefix_rows = capacity if fresh.arg is not None else fresh.static
     plan = plan_attention(m, capacity, heads, head_dim)
     group = heads // kv_heads
-    kt = Kernel(name, [q, k_cache, v_cache, mask, out], plan.grid)
+    kt = Kernel(name, [q, k_cache, v_cache, mask, out, *fresh.args()], plan.grid)
     qv = kt.view(q, (m, heads * head_dim))
     kv = kt.view(k_cache, (capacity, kv_heads * head_dim))
     vv = kt.view(v_cache, (capacity, kv_heads * head_dim))
@@ -43,24 +57,59 @@ def attention_kernel(
     ov = kt.view(out, (m, heads * head_dim))
     core = kt.core_id()
     c0 = kt.index(0)
+    frow = fresh.value(kt)
 
     h, _, _ = kt.for_begin(core, kt.index(heads), kt.index(plan.grid))
     qcol = kt.offset(h, head_dim)
     kvh = h if group == 1 else kt.divui(h, kt.index(group))
     kcol = kt.offset(kvh, head_dim)
-    keys = kt.extf(kt.load(kv, [c0, kcol], (capacity, head_dim)))
-    values = kt.extf(kt.load(vv, [c0, kcol], (capacity, head_dim)))
+    # K/V rows of this head: the prefix (if any) and the fresh block, loaded once per head.
+    prefix = None
+    if prefix_rows > 0:
+        prefix = (kt.extf(kt.load(kv, [c0, kcol], (prefix_rows, head_dim))),
+                  kt.extf(kt.load(vv, [c0, kcol], (prefix_rows, head_dim))))
+    fresh_k = kt.extf(kt.load(kv, [frow, kcol], (m, head_dim)))
+    fresh_v = kt.extf(kt.load(vv, [frow, kcol], (m, head_dim)))
     for r0, mb in plan.rows:
         row = kt.index(r0)
         qt = kt.extf(kt.load(qv, [row, qcol], (mb, head_dim)))
-        s = kt.matmul(qt, keys, kt.splat(0.0, (mb, capacity)), transpose_b=True)
-        s = kt.binary("mulf", s, kt.splat(head_dim**-0.5, (mb, capacity)))
-        s = kt.binary("addf", s, kt.extf(kt.load(mv, [row, c0], (mb, capacity))))
-        top = kt.reduce_rows("maximumf", s, kt.splat(MAX_INIT, (mb,)))
-        p = kt.unary("math.exp", kt.binary("subf", s, kt.broadcast(top, (mb, capacity), new_dim=1)))
-        total = kt.reduce_rows("addf", p, kt.splat(0.0, (mb,)))
-        p = kt.binary("divf", p, kt.broadcast(total, (mb, capacity), new_dim=1))
-        o = kt.matmul(p, values, kt.splat(0.0, (mb, head_dim)), transpose_b=False)
+        parts = []  # (scores, values) of each part
+        if prefix is not None:
+            mask_tile = kt.extf(kt.load(mv, [row, c0], (mb, prefix_rows)))
+            parts.append((_scores(kt, qt, prefix[0], mask_tile, head_dim), prefix[1]))
+        parts.append((_scores(kt, qt, fresh_k, _causal(kt, r0, mb, m), head_dim), fresh_v))
+
+        top = kt.splat(MAX_INIT, (mb,))
+        for s, _ in parts:
+            top = kt.binary("maximumf", top, kt.reduce_rows("maximumf", s, kt.splat(MAX_INIT, (mb,))))
+        total = kt.splat(0.0, (mb,))
+        o = kt.splat(0.0, (mb, head_dim))
+        for s, values in parts:
+            p = kt.unary("math.exp", kt.binary("subf", s, kt.broadcast(top, s.shape, new_dim=1)))
+            total = kt.binary("addf", total, kt.reduce_rows("addf", p, kt.splat(0.0, (mb,))))
+            o = kt.matmul(p, values, o, transpose_b=False)
+        o = kt.binary("divf", o, kt.broadcast(total, (mb, head_dim), new_dim=1))
         kt.store(kt.truncf(o), ov, [row, qcol])
     kt.for_end()
     return KernelText(kt.text(), plan.grid, plan.lx_estimate)
+
+
+def _scores(kt: Kernel, q: Val, keys: Val, mask: Val, head_dim: int) -> Val:
+    """``(q @ keys^T) * head_dim^-0.5 + mask`` in f32."""
+    s = kt.matmul(q, keys, kt.splat(0.0, (q.shape[0], keys.shape[0])), transpose_b=True)
+    s = kt.binary("mulf", s, kt.splat(head_dim**-0.5, s.shape))
+    return kt.binary("addf", s, mask)
+
+
+def _causal(kt: Kernel, r0: int, mb: int, m: int) -> Val:
+    """Rows ``r0 .. r0+mb-1`` of the causal triangle of m fresh tokens (f32 constant):
+    row i sees fresh keys ``0 .. i``."""
+    if r0 + mb == 1:
+        return kt.splat(0.0, (1, m))
+    zero, hidden = float_literal(0.0, "f32"), float_literal(HIDDEN, "f32")
+    rows = []
+    for i in range(r0, r0 + mb):
+        rows.append("[" + ", ".join(zero if j <= i else hidden for j in range(m)) + "]")
+    out = Val(kt.fresh("causal"), (mb, m), "f32")
+    kt.emit(f"{out.name} = arith.constant dense<[{', '.join(rows)}]> : {out.type}")
+    return out
