@@ -1,0 +1,270 @@
+"""The typed IR the parser produces and the verifier, compiler and tools consume.
+
+Invariants:
+
+* Every :class:`Op` carries the :class:`Location` of its first token (the result name, or the op
+  name when it has no results).
+* SSA values are :class:`Value` objects; operands refer to the defining Value directly (names are
+  kept only for messages). Block arguments (loop induction variables, iter_args, region args) are
+  Values too, with ``owner`` None.
+* Op-specific syntax (static sizes, base maps, reassociation lists, ...) is stored in ``op.attrs``
+  as plain typed Python objects (ints, tuples, :class:`AffineMap`, :class:`AffineSet`,
+  :class:`MemorySpace`, :class:`DenseConstant`), never as raw text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .affine import AffineMap, AffineSet
+from .errors import KtirError, Location
+
+DYNAMIC = None  # a `?` dimension
+
+# element type name -> numpy dtype; "index" is an exact Python int for scalars, int64 in tensors
+ELEMENT_DTYPES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+    "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "index": np.dtype(np.int64),
+    "bf16": None,  # filled below when ml_dtypes is present
+}
+try:  # bf16 is optional: ml_dtypes provides it
+    import ml_dtypes
+
+    ELEMENT_DTYPES["bf16"] = np.dtype(ml_dtypes.bfloat16)
+except Exception:  # pragma: no cover
+    del ELEMENT_DTYPES["bf16"]
+
+FLOAT_TYPES = frozenset({"f16", "f32", "f64", "bf16"})
+INT_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64", "index"})
+
+
+# ---------------------------------------------------------------------------------------------
+# types
+
+@dataclass(frozen=True)
+class ScalarType:
+    name: str  # "f16", "f32", "i32", "i1", "index", ...
+
+    @property
+    def dtype(self) -> np.dtype:
+        return ELEMENT_DTYPES[self.name]
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in FLOAT_TYPES
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple  # ints or None (dynamic)
+    elem: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return ELEMENT_DTYPES[self.elem]
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    @property
+    def num_elements(self) -> int | None:
+        if not self.is_static:
+            return None
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int | None:
+        n = self.num_elements
+        return None if n is None else n * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
+        return f"tensor<{dims}{self.elem}>"
+
+
+@dataclass(frozen=True)
+class MemRefType:
+    shape: tuple
+    elem: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return ELEMENT_DTYPES[self.elem]
+
+    def __str__(self) -> str:
+        dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
+        return f"memref<{dims}{self.elem}>"
+
+
+@dataclass(frozen=True)
+class AccessTileType:
+    shape: tuple
+
+    def __str__(self) -> str:
+        dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
+        return f"!ktdp.access_tile<{dims}index>"
+
+
+@dataclass(frozen=True, eq=False)
+class TileFutureType:
+    tensor: TensorType
+    groups: AffineSet | None
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, TileFutureType) and other.tensor == self.tensor
+
+    def __hash__(self) -> int:
+        return hash(self.tensor)
+
+    def __str__(self) -> str:
+        return f"!ktdp.tile_future<{self.tensor}>"
+
+
+Type = ScalarType | TensorType | MemRefType | AccessTileType | TileFutureType
+
+INDEX = ScalarType("index")
+
+
+# ---------------------------------------------------------------------------------------------
+# attributes with structure
+
+@dataclass(frozen=True)
+class MemorySpace:
+    """``kind`` is "hbm" or "lx"; ``core`` is the owning core for a remote LX (None = executing)."""
+
+    kind: str
+    core: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "hbm":
+            return "#ktdp.memory_space<global>"
+        if self.core is None:
+            return "#ktdp.memory_space<ct_local>"
+        return f"#ktdp.memory_space<ct_local, ct_id = {self.core}>"
+
+
+@dataclass(frozen=True, eq=False)
+class DenseConstant:
+    """A literal: a scalar (``values`` has one entry, ``splat`` True) or a list of values."""
+
+    values: tuple
+    splat: bool
+
+
+# ---------------------------------------------------------------------------------------------
+# SSA structure
+
+@dataclass(eq=False)
+class Value:
+    name: str
+    type: Type
+    loc: Location
+    owner: "Op | None" = None  # defining op; None for function and block arguments
+    index: int = 0  # result number within the owner
+
+    def __repr__(self) -> str:
+        return f"Value({self.name}: {self.type})"
+
+
+@dataclass(eq=False)
+class Block:
+    args: list[Value] = field(default_factory=list)
+    ops: list["Op"] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Region:
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def block(self) -> Block:
+        return self.blocks[0]
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    loc: Location
+    operands: list[Value] = field(default_factory=list)
+    results: list[Value] = field(default_factory=list)
+    attrs: dict = field(default_factory=dict)
+    regions: list[Region] = field(default_factory=list)
+    # operand groups for ops with several variadic lists (e.g. "ins", "outs", "sizes")
+    groups: dict[str, list[Value]] = field(default_factory=dict)
+
+    @property
+    def result(self) -> Value:
+        return self.results[0]
+
+    def __repr__(self) -> str:
+        return f"Op({self.name} @ {self.loc})"
+
+
+@dataclass(eq=False)
+class Function:
+    name: str
+    loc: Location
+    args: list[Value]
+    body: Region
+    attrs: dict = field(default_factory=dict)
+    grid: tuple[int, int, int] = (1, 1, 1)
+    module: "Module | None" = None
+
+    @property
+    def arg_names(self) -> list[str]:
+        """Argument names without the leading ``%``."""
+        return [a.name[1:] for a in self.args]
+
+    @property
+    def arg_types(self) -> list[Type]:
+        return [a.type for a in self.args]
+
+    @property
+    def num_cores(self) -> int:
+        x, y, z = self.grid
+        return x * y * z
+
+    def walk(self):
+        """Every op of the body, pre-order (nested regions included)."""
+        stack = [iter(self.body.block.ops)]
+        while stack:
+            for op in stack[-1]:
+                yield op
+                if op.regions:
+                    stack.append(iter([o for r in op.regions for b in r.blocks for o in b.ops]))
+                    break
+            else:
+                stack.pop()
+
+
+@dataclass(eq=False)
+class Module:
+    filename: str
+    functions: dict[str, Function] = field(default_factory=dict)
+    aliases: dict[str, object] = field(default_factory=dict)
+    loc: Location | None = None
+
+    def function(self, name: str) -> Function:
+        name = name.lstrip("@")
+        fn = self.functions.get(name)
+        if fn is None:
+            have = ", ".join("@" + n for n in self.functions) or "none"
+            loc = self.loc or Location(self.filename, 1, 1)
+            raise KtirError.at(loc, f"no function @{name} in {self.filename} (functions: {have})")
+        return fn
+
+    @property
+    def only_function(self) -> Function:
+        if len(self.functions) != 1:
+            return self.function("<choose one with its name>")
+        return next(iter(self.functions.values()))
