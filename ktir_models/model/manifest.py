@@ -354,6 +354,7 @@ def _check_structure(m: Manifest, r: _Reader) -> None:
             raise r.fail("attn_mask", f"tensor {mask.id} is a source; the mask is bound by the host")
         host_inputs.add(mask.id)
 
+    cache_ids = {s.id for s in m.sources if s.role in ("prefix_k", "prefix_v")}
     produced: set[int] = set()
     directory = m.directory
     for i, n in enumerate(m.nodes):
@@ -370,7 +371,8 @@ def _check_structure(m: Manifest, r: _Reader) -> None:
             names.add(a.name)
             known(a.tensor, f"{q}.tensor")
             if a.is_output:
-                if a.tensor in host_inputs:
+                # KV caches (prefix_k/prefix_v) may be updated in place by our emitted programs.
+                if a.tensor in host_inputs and a.tensor not in cache_ids:
                     raise r.fail(f"{q}.tensor", f"node writes tensor {a.tensor}, which the host binds as an input")
             elif a.tensor not in host_inputs and a.tensor not in produced:
                 raise r.fail(
