@@ -109,6 +109,7 @@ def write_synthetic(
         raise UserError(f"synthetic dtype {dtype!r} is not supported (use one of {', '.join(DTYPES)})")
     start = time.perf_counter()
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     shapes = expected_shapes(cfg)
     if cfg.tie_word_embeddings:
         del shapes["lm_head.weight"]

@@ -151,7 +151,8 @@ class Checkpoint:
                 raw = f.get_tensor(name)
             except Exception as exc:  # truncated data
                 raise UserError(f"{path}: cannot read tensor {name!r} ({exc})") from None
-        out = raw.astype(np.float16, copy=False)
+        with np.errstate(over="ignore"):  # overflow is reported below, with the tensor's name
+            out = raw.astype(np.float16, copy=False)
         if out is raw and not out.flags.writeable:
             out = out.copy()
         del raw
