@@ -310,3 +310,67 @@ def test_scratchy_node_matches_numpy(fixture: str, index: int, kind: str) -> Non
 
     else:  # pragma: no cover - the case list only holds the kinds above
         raise AssertionError(f"unknown node kind {kind}")
+
+
+# --------------------------------------------------------------------------------------------
+# The references themselves agree with transformers' modeling_llama (no emulator involved), so a
+# failure above points at the emulator, not at the yardstick.
+
+
+def test_references_agree_with_transformers() -> None:
+    torch = pytest.importorskip("torch")
+    ml = pytest.importorskip("transformers.models.llama.modeling_llama")
+    rng = np.random.default_rng(7)
+    shape = SMOLLM2
+    m, prefix, d = 5, 6, shape.head_dim
+
+    x = rng.standard_normal((m, shape.hidden))
+    w = 1.0 + 0.1 * rng.standard_normal(shape.hidden)
+    norm = ml.LlamaRMSNorm(shape.hidden, eps=shape.rms_eps).double()
+    with torch.no_grad():
+        norm.weight.copy_(torch.from_numpy(w))
+        hf = norm(torch.from_numpy(x)).numpy()
+    # LlamaRMSNorm normalises in float32 whatever the input dtype: compare at f32 level.
+    np.testing.assert_allclose(llama.rms_norm(x, w, shape.rms_eps), hf, rtol=1e-5, atol=1e-6)
+
+    q = rng.standard_normal((m, shape.n_q_heads * d))
+    k = rng.standard_normal((m, shape.n_kv_heads * d))
+    v = rng.standard_normal((m, shape.n_kv_heads * d))
+    cos, sin = llama.rope_tables(np.arange(prefix, prefix + m), d, shape.rope_theta)
+    to_heads = lambda a, h: torch.from_numpy(a).reshape(1, m, h, d).transpose(1, 2)  # noqa: E731
+    hq, hk = ml.apply_rotary_pos_emb(
+        to_heads(q, shape.n_q_heads), to_heads(k, shape.n_kv_heads),
+        torch.from_numpy(cos)[None], torch.from_numpy(sin)[None],
+    )
+    from_heads = lambda t: t.transpose(1, 2).reshape(m, -1).numpy()  # noqa: E731
+    np.testing.assert_allclose(llama.rope(q, cos, sin, d), from_heads(hq), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(llama.rope(k, cos, sin, d), from_heads(hk), rtol=1e-12, atol=1e-12)
+
+    # Attention over a cache prefix (3 open rows) plus the m fresh rows, causal, with GQA.
+    pk = rng.standard_normal((prefix, shape.n_kv_heads * d))
+    pv = rng.standard_normal((prefix, shape.n_kv_heads * d))
+    mask_row = np.where(np.arange(prefix) < 3, 0.0, -np.inf)[None]
+    ours = llama.attention_with_prefix(
+        q, k, v, pk, pv, mask_row, shape.n_q_heads, shape.n_kv_heads, d, causal=True
+    )
+    full_mask = np.concatenate([np.repeat(mask_row, m, 0), np.triu(np.full((m, m), -np.inf), 1)], 1)
+
+    class Module(torch.nn.Module):
+        num_key_value_groups = shape.n_q_heads // shape.n_kv_heads
+
+    keys = np.concatenate([pk, k]).reshape(1, prefix + m, shape.n_kv_heads, d)
+    values = np.concatenate([pv, v]).reshape(1, prefix + m, shape.n_kv_heads, d)
+    hf_out, _ = ml.eager_attention_forward(
+        Module().eval(),
+        torch.from_numpy(q).reshape(1, m, shape.n_q_heads, d).transpose(1, 2),
+        torch.from_numpy(keys).transpose(1, 2),
+        torch.from_numpy(values).transpose(1, 2),
+        torch.from_numpy(full_mask)[None, None],
+        scaling=d**-0.5,
+    )
+    # transformers runs its softmax in float32 whatever the input dtype: compare at f32 level.
+    np.testing.assert_allclose(ours, hf_out.reshape(m, -1).numpy(), rtol=1e-5, atol=1e-6)
+
+    gate, up = rng.standard_normal((2, m, 64))
+    act = torch.nn.functional.silu(torch.from_numpy(gate)) * torch.from_numpy(up)
+    np.testing.assert_allclose(llama.silu_mul(gate, up), act.numpy(), rtol=1e-12, atol=1e-12)
