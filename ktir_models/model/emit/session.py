@@ -146,10 +146,10 @@ class Session:
             raise UserError(f"past {past} + {m} tokens exceed the KV capacity {program.capacity}")
         bufs, roles = program.buffers, program.roles
         cos, sin = rope_tables(self.cfg, np.arange(past, past + m))
-        bufs[roles["embed"]].array[...] = embedding_rows(self.ckpt, ids)
-        bufs[roles["cos"]].array[...] = cos
-        bufs[roles["sin"]].array[...] = sin
-        bufs[roles["mask"]].array[...] = prefix_mask(program.capacity, past, rows=m)
+        bufs[roles["embed"]].write(embedding_rows(self.ckpt, ids))
+        bufs[roles["cos"]].write(cos)
+        bufs[roles["sin"]].write(sin)
+        bufs[roles["mask"]].write(prefix_mask(program.capacity, past, rows=m))
         scalars = {"position": past}
 
         node_lx = []
@@ -161,8 +161,8 @@ class Session:
             stats = node.plan.run(args)
             node_lx.append(max(stats.lx_high_water))
         seconds = time.perf_counter() - start
-        return PassOutput(bufs[program.result].array.copy(), seconds, node_lx)
+        return PassOutput(bufs[program.result].read(), seconds, node_lx)
 
     def cache(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
         """Copies of layer ``layer``'s K and V cache ``[C, kv_dim]``."""
-        return (self._cache[("prefix_k", layer)].array.copy(), self._cache[("prefix_v", layer)].array.copy())
+        return (self._cache[("prefix_k", layer)].read(), self._cache[("prefix_v", layer)].read())
