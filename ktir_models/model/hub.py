@@ -55,8 +55,11 @@ def _advice(repo_id: str, revision: str | None, cache: Path, reason: str) -> Use
 
 
 def _reason(exc: Exception) -> str:
-    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first_line[:200]}"
+    text = str(exc).strip()
+    first = text.splitlines()[0].split(". ")[0] if text else ""
+    if len(first) > 160:
+        first = first[:157] + "..."
+    return f"{type(exc).__name__}: {first}"
 
 
 def snapshot_dir(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
