@@ -40,3 +40,57 @@ def emit(
         f"capacity={manifest['capacity']}: {len(nodes)} nodes in {directory} ({seconds:.2f} s); "
         f"largest grid {grid} cores, largest LX estimate {lx / 1024:.0f} KiB per core"
     )
+
+
+@app.command()
+def generate(
+    model: str = typer.Argument(..., help="Registry name, local checkpoint dir, or HF repo id."),
+    tokens: int = typer.Option(8, "--tokens", min=1, help="Prompt tokens M (golden-convention ids), one prefill pass."),
+    steps: int = typer.Option(4, "--steps", min=0, help="Greedy decode steps N after the prefill."),
+    weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
+    golden: str = typer.Option("none", "--golden", help="live (check every pass against transformers) or none."),
+    seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Prefill M tokens, then N greedy decode steps on the KV cache our programs wrote."""
+    import sys
+
+    from ..errors import Mismatch, UserError
+    from ..model.emit.generation import generate as run_generation
+    from ..model.registry import resolve_model
+    from ..model.report import judge
+    from ..model.weights import get_checkpoint
+
+    if golden not in ("live", "none"):
+        raise UserError(f"--golden {golden}: expected live or none")
+    spec = resolve_model(model)
+    ckpt = get_checkpoint(spec, weights, seed=seed)
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps + 1, unit="pass", file=sys.stderr, leave=False, desc="generate")
+    start = time.perf_counter()
+    try:
+        result = run_generation(ckpt, spec.name, tokens, steps, golden=golden == "live",
+                                progress=(lambda _s: bar.update(1)) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    total = time.perf_counter() - start
+
+    failures = []
+    print(f"generate: {spec.name} ({getattr(ckpt, 'origin', weights)}), prefill {tokens} tokens, {steps} decode steps")
+    for s in result.steps:
+        what = "prefill" if s.step == 0 else f"step {s.step}"
+        line = (f"  {what:>8}: past {s.past:>4}, in {s.tokens if len(s.tokens) <= 4 else str(s.tokens[:4])[:-1] + ', ...]'}"
+                f" -> next {s.next_token}  ({s.seconds:.2f} s, LX peak {s.max_node_lx / 1024:.0f} KiB)")
+        if s.metrics is not None:
+            verdict = judge(s.metrics)
+            line += f"  [{'ok' if verdict.passed else 'FAIL'}] {s.metrics.summary()}"
+            if not verdict.passed:
+                failures.append(f"{what}: " + "; ".join(verdict.reasons))
+        print(line)
+    print(f"  generated: {result.generated}  ({total:.1f} s in all)")
+    if failures:
+        raise Mismatch("generate: FAIL: " + " | ".join(failures))
