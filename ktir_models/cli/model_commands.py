@@ -1,13 +1,12 @@
 """`ktir-models forward`: run a whole-model KTIR program and compare it with a golden.
 
 Exit codes: 0 pass (or ran with ``--golden none``), 1 mismatch, 2 bad input. The only file this
-command writes is the ``--json`` report (atomically); emitted programs go to a temporary folder.
+command writes is the ``--json`` report (atomically); without ``--program`` our emitter's program
+comes from its cache (``$KTIR_MODELS_CACHE/programs``).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -53,14 +52,9 @@ def forward(
     if json_path is not None:
         check_json_target(json_path)
 
-    emitted: Path | None = None
-    try:
-        if program is None:
-            program, emitted = _emit(model, mode, tokens)
-        report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet)
-    finally:
-        if emitted is not None:
-            shutil.rmtree(emitted, ignore_errors=True)
+    if program is None:
+        program = _emit(model, mode, tokens)
+    report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet)
     print(report.render())
     if json_path is not None:
         write_json(json_path, report)
@@ -68,27 +62,19 @@ def forward(
         raise Mismatch("forward: FAIL: " + "; ".join(report.reasons))
 
 
-def _emit(model: str, mode: str | None, tokens: int | None) -> tuple[Path, Path]:
-    """Emit our own program for MODEL into a fresh temporary folder."""
+def _emit(model: str, mode: str | None, tokens: int | None) -> Path:
+    """Our own program for MODEL, from the emitter's program cache (emitted on a miss)."""
     from ..model.registry import resolve_model
 
     spec = resolve_model(model)
     try:
-        from ..model.emit import emit_program  # type: ignore[attr-defined]
+        from ..model.emit import cached_program
     except ImportError:
         raise UserError(
             "forward: our KTIR emitter is not available in this build; pass --program DIR "
             "(a fixture directory with manifest.json and node*.mlir)"
         ) from None
-    mode = mode or "decode"
-    m = tokens if tokens is not None else (1 if mode == "decode" else 32)
-    out = Path(tempfile.mkdtemp(prefix="ktir-forward-"))
-    try:
-        emit_program(spec.config, mode, m, 0, out, spec.name)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
-    return out, out
+    return cached_program(spec.config, mode or "decode", tokens, 0, name=spec.name)
 
 
 def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet):

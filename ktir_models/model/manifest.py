@@ -271,6 +271,11 @@ def manifest_from_dict(doc: Any, directory: Path, where: str = MANIFEST_FILE) ->
         for j, a in enumerate(r.lst(r.required(n, "args", p), f"{p}.args")):
             q = f"{p}.args[{j}]"
             a = r.obj(a, q)
+            if "scalar" in a and "tensor" not in a:
+                raise r.fail(
+                    q, f"scalar argument {a['scalar']!r}: programs with host scalars (dynamic position) "
+                    "are run by `generate`, not `forward`; emit the pass with a static position",
+                )
             args.append(
                 NodeArg(
                     name=r.str_(r.required(a, "name", q), f"{q}.name"),
