@@ -51,9 +51,11 @@ def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
     blends linearly in between.
     """
     dim = cfg.head_dim
-    inv_freq = (1.0 / (cfg.rope_theta ** (np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / dim))).astype(
-        np.float32
-    )
+    exponent = np.arange(0, dim, 2, dtype=np.int64).astype(np.float32) / np.float32(dim)
+    # theta**exponent correctly rounded to float32 (torch's float32 pow is; numpy's is not always),
+    # then a float32 reciprocal, as transformers computes it.
+    power = (np.float64(cfg.rope_theta) ** exponent.astype(np.float64)).astype(np.float32)
+    inv_freq = (np.float32(1.0) / power).astype(np.float32)
     s = cfg.rope_scaling
     if s is None:
         return inv_freq
