@@ -96,7 +96,9 @@ def compare(logits, golden) -> Metrics:
         g = g[None, :]
     if a.shape != g.shape:
         raise UserError(f"logits have shape {list(a.shape)} but the golden has shape {list(g.shape)}")
-    rows = [bool(x) for x in np.argmax(a, axis=1) == np.argmax(g, axis=1)]
+    # A row holding NaN/Inf never agrees (argmax would just pick the first NaN).
+    same = (np.argmax(a, axis=1) == np.argmax(g, axis=1)) & np.isfinite(a).all(axis=1)
+    rows = [bool(x) for x in same]
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - g)
         max_abs = float(np.max(diff)) if diff.size else 0.0
@@ -105,7 +107,12 @@ def compare(logits, golden) -> Metrics:
         scale = float(np.max(np.abs(g))) if g.size else 0.0
         max_abs_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
         denom = float(np.linalg.norm(a) * np.linalg.norm(g))
-        cosine = float(np.sum(a * g) / denom) if denom > 0 else (1.0 if not a.any() and not g.any() else 0.0)
+        if not np.isfinite(denom):
+            cosine = float("nan")
+        elif denom > 0:
+            cosine = float(np.sum(a * g) / denom)
+        else:  # an all-zero side: equal only if both are zero
+            cosine = 1.0 if not a.any() and not g.any() else 0.0
     return Metrics(
         top1_agreement=float(np.mean(rows)) if rows else 1.0,
         top1_rows=rows,
