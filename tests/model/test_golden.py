@@ -57,7 +57,7 @@ def test_compare_metrics():
     same = compare(golden, golden)
     assert same.top1_agreement == 1 and same.max_abs == 0 and same.cosine == pytest.approx(1)
     broken = compare(np.where(golden > 0, np.nan, golden), golden)
-    assert np.isnan(broken.max_abs) and np.isnan(broken.cosine) and broken.top1_rows == [False, True]
+    assert np.isnan(broken.max_abs) and np.isnan(broken.cosine) and broken.top1_rows == [False, False]
     nan_at_golden_top = compare(np.where(golden == 3.0, np.nan, golden), golden)
     assert nan_at_golden_top.top1_rows == [False, True]
     with pytest.raises(UserError, match=r"\[2, 2\].*\[2, 3\]"):
