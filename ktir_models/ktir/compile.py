@@ -1,0 +1,334 @@
+"""Function -> Plan: compile once, run many times for every core and pass.
+
+A plan is a list of *steps* per block. A step is a closure ``step(env)`` over slot indices: ``env``
+is a flat Python list holding every SSA value of one core's run (slot 0 holds the
+:class:`CoreContext`). Values known at compile time (constants, index arithmetic on constants,
+splats of constants, ...) are folded into the env template and cost nothing at run time. Each op
+kind's builder lives in ``ops/<dialect>.py`` and is registered once in :data:`ops.BUILDERS`.
+
+LX accounting is static: tensor sizes are known from the types, so the LX high-water mark of the
+function and the first op that overflows the capacity are computed here; a fault step is planted in
+front of that op, so the overflow is reported (with the executing core) only if the op runs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import EmulationFault, FaultSignal, KtirError, Location
+from .ir import Block, Function, Op, ScalarType, TensorType, Value
+from .machine import Machine, RunStats
+
+
+class CoreContext:
+    """Per-core run state reachable from every step through ``env[0]``."""
+
+    __slots__ = ("core", "coords", "machine", "function", "exchange")
+
+    def __init__(self, core: int, coords: tuple[int, int, int], machine: Machine, function: str,
+                 exchange):
+        self.core = core
+        self.coords = coords
+        self.machine = machine
+        self.function = function
+        self.exchange = exchange
+
+
+def run_steps(steps, env) -> None:
+    """Run a block's steps; turn any failure into an EmulationFault naming op, function, core."""
+    step = None
+    try:
+        for step in steps:
+            step(env)
+    except EmulationFault:
+        raise
+    except (FaultSignal, ArithmeticError, ValueError, IndexError, TypeError, MemoryError) as exc:
+        ctx = env[0]
+        op = getattr(step, "op", None)
+        msg = str(exc) if isinstance(exc, FaultSignal) else f"{type(exc).__name__}: {exc}"
+        raise EmulationFault(msg, function=ctx.function, op=op.name if op else "?",
+                             loc=op.loc if op else Location("<unknown>", 0, 0),
+                             core=ctx.core) from None
+
+
+class Compiler:
+    """State while compiling one function: value -> slot map and folded constants."""
+
+    def __init__(self, machine: Machine, fn: Function):
+        from .ops import BUILDERS
+
+        self.machine = machine
+        self.fn = fn
+        self.builders = BUILDERS
+        self.slots: dict[int, int] = {}
+        self.consts: dict[int, object] = {}  # slot -> value known at compile time
+        self.n_slots = 1  # slot 0: CoreContext
+        self.uses_inter_tile = False
+        self.index_slots: list[list[int]] = []  # linalg.generic loop index slots (innermost last)
+        self.lx_faults: dict = {}
+        self.f32_tiles: dict[int, object] = {}  # id(load result) -> cached-f32 loader
+        self.users: dict[int, list[Op]] = {}  # id(value) -> ops using it (nested ops included)
+        for op in fn.walk():
+            for v in op.operands:
+                self.users.setdefault(id(v), []).append(op)
+
+    def new_slot(self) -> int:
+        s = self.n_slots
+        self.n_slots += 1
+        return s
+
+    def alias(self, v: Value, slot: int) -> None:
+        """Make ``v`` live in an existing slot (no copy step needed)."""
+        self.slots[id(v)] = slot
+
+    def f32_source(self, v: Value):
+        """For a matmul operand produced by a cacheable HBM load: a callable(env) returning a
+        cached f32 copy of the loaded tile; else None."""
+        return self.f32_tiles.get(id(v))
+
+    # -- slots and constants --------------------------------------------------------------
+    def slot(self, v: Value) -> int:
+        s = self.slots.get(id(v))
+        if s is None:
+            s = self.n_slots
+            self.n_slots += 1
+            self.slots[id(v)] = s
+        return s
+
+    def is_const(self, v: Value) -> bool:
+        return self.slot(v) in self.consts
+
+    def const(self, v: Value):
+        return self.consts[self.slot(v)]
+
+    def set_const(self, v: Value, value) -> None:
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+        self.consts[self.slot(v)] = value
+
+    def all_const(self, vals) -> bool:
+        return all(self.slot(v) in self.consts for v in vals)
+
+    # -- blocks ---------------------------------------------------------------------------
+    def compile_block(self, block: Block) -> list:
+        steps = []
+        lx_faults = self.lx_faults
+        for op in block.ops:
+            if lx_faults and id(op) in lx_faults:
+                steps.append(_fault_step(op, lx_faults[id(op)]))
+            builder = self.builders.get(op.name)
+            if builder is None:
+                raise KtirError.at(op.loc, f"the emulator does not implement '{op.name}'")
+            step = builder(self, op)
+            if step is not None:
+                step.op = op
+                steps.append(step)
+        return steps
+
+
+def _fault_step(op: Op, message: str):
+    def step(env):
+        raise FaultSignal(message)
+
+    step.op = op
+    return step
+
+
+# ---------------------------------------------------------------------------------------------
+# static LX accounting
+
+_FREE_RESULTS = {"arith.constant", "tensor.empty", "tensor.expand_shape", "tensor.collapse_shape",
+                 "ktdp.inter_tile_produce"}
+
+
+def _charge(op: Op, v: Value) -> int:
+    if op.name in _FREE_RESULTS or not isinstance(v.type, TensorType):
+        return 0
+    return v.type.nbytes or 0
+
+
+def _block_peak(block: Block, live_in: int, cap: int, faults: dict, fault_ops: dict) -> int:
+    """Peak LX bytes while running ``block`` with ``live_in`` bytes live from outside.
+
+    Values are charged when defined and released after their last use in this block (a use inside
+    a nested region counts as a use by the op that owns the region); block arguments are charged
+    on entry (so a loop-carried accumulator is momentarily counted twice, as on the hardware).
+    """
+    last_use: dict[int, int] = {}
+    index_of_op = {id(op): k for k, op in enumerate(block.ops)}
+
+    def note_uses(op: Op, k: int) -> None:
+        for v in op.operands:
+            last_use[id(v)] = k
+        for r in op.regions:
+            for b in r.blocks:
+                for inner in b.ops:
+                    note_uses(inner, k)
+
+    for k, op in enumerate(block.ops):
+        note_uses(op, k)
+    live = live_in + sum(a.type.nbytes or 0 for a in block.args if isinstance(a.type, TensorType))
+    peak = live
+    sizes: dict[int, int] = {}
+    dying: dict[int, list[int]] = {}
+    for k, op in enumerate(block.ops):
+        inner = 0
+        if op.regions:
+            inner = max(_block_peak(b, live, cap, faults, fault_ops) - live
+                        for r in op.regions for b in r.blocks)
+        added = 0
+        for v in op.results:
+            c = _charge(op, v)
+            if c:
+                sizes[id(v)] = c
+                dying.setdefault(last_use.get(id(v), k), []).append(id(v))
+                added += c
+        during = live + max(inner, added)
+        if during > cap and id(op) not in faults and not fault_ops:
+            faults[id(op)] = (f"LX scratchpad overflow: {during} bytes live after this op, "
+                              f"capacity {cap} bytes")
+            fault_ops[id(op)] = op
+        live += added
+        peak = max(peak, during)
+        for vid in dying.pop(k, ()):
+            live -= sizes[vid]
+    _ = index_of_op
+    return peak
+
+
+# ---------------------------------------------------------------------------------------------
+# plans
+
+@dataclass
+class _Compiled:
+    steps: list
+    template: list
+    arg_slots: list[int]
+
+
+class Plan:
+    """A compiled function. ``run(args)`` executes the whole grid and returns :class:`RunStats`."""
+
+    def __init__(self, machine: Machine, fn: Function, compiled: _Compiled, lx_peak: int,
+                 inter_tile: bool):
+        self.machine = machine
+        self.fn = fn
+        self._c = compiled
+        self.lx_peak = lx_peak
+        self.inter_tile = inter_tile
+
+    def _bind(self, args) -> list:
+        fn = self.fn
+        names = fn.arg_names
+        if isinstance(args, dict):
+            unknown = [k for k in args if k.lstrip("%") not in names]
+            if unknown:
+                raise KtirError.at(fn.loc, f"@{fn.name} has no argument(s) "
+                                           f"{', '.join(unknown)} (arguments: {', '.join(names)})")
+            by_name = {k.lstrip("%"): v for k, v in args.items()}
+            missing = [n for n in names if n not in by_name]
+            if missing:
+                raise KtirError.at(fn.loc, f"@{fn.name}: missing argument(s) {', '.join(missing)}")
+            values = [by_name[n] for n in names]
+        else:
+            values = list(args)
+            if len(values) != len(names):
+                raise KtirError.at(fn.loc, f"@{fn.name} takes {len(names)} argument(s) "
+                                           f"({', '.join(names)}), got {len(values)}")
+        out = []
+        for a, v in zip(fn.args, values):
+            t = a.type
+            if isinstance(t, ScalarType) and not t.is_float:
+                if isinstance(v, float) and not float(v).is_integer():
+                    raise KtirError.at(a.loc, f"argument {a.name} is {t} but got {v!r}")
+                out.append(bool(v) if t.name == "i1" else int(v))
+            elif isinstance(t, ScalarType):
+                out.append(t.dtype.type(v))
+            else:
+                out.append(v)
+        return out
+
+    def run(self, args=()) -> RunStats:
+        values = self._bind(args)
+        fn = self.fn
+        machine = self.machine
+        n = fn.num_cores
+        if n > machine.num_cores:
+            raise EmulationFault(f"grid {list(fn.grid)} needs {n} cores but the machine has "
+                                 f"{machine.num_cores}", function=fn.name, op="func.func",
+                                 loc=fn.loc)
+        X, Y, _ = fn.grid
+        t0 = time.perf_counter()
+        c = self._c
+        exchange = _Exchange(n) if self.inter_tile else None
+        envs = []
+        for core in range(n):
+            coords = (core % X, (core // X) % Y, core // (X * Y))
+            env = list(c.template)
+            env[0] = CoreContext(core, coords, machine, fn.name, exchange)
+            for s, v in zip(c.arg_slots, values):
+                env[s] = v
+            envs.append(env)
+        with np.errstate(all="ignore"):
+            if self.inter_tile and n > 1:
+                _run_threads(c.steps, envs, exchange)
+            else:
+                for env in envs:
+                    run_steps(c.steps, env)
+        return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
+
+
+class _Exchange:
+    """Mailboxes for inter-tile produce/reduce between core threads."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.cond = threading.Condition()
+        self.boxes: dict = {}
+        self.failed: BaseException | None = None
+        self.blocked = 0
+        self.finished = 0
+
+
+def _run_threads(steps, envs, exchange: _Exchange) -> None:
+    errors: list[BaseException] = []
+
+    def worker(env):
+        try:
+            run_steps(steps, env)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            with exchange.cond:
+                exchange.failed = exc
+                exchange.cond.notify_all()
+        finally:
+            with exchange.cond:
+                exchange.finished += 1
+                exchange.cond.notify_all()
+
+    threads = [threading.Thread(target=worker, args=(env,), daemon=True) for env in envs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        faults = [e for e in errors if isinstance(e, EmulationFault)]
+        raise (faults[0] if faults else errors[0])
+
+
+def compile_function(machine: Machine, fn: Function) -> Plan:
+    c = Compiler(machine, fn)
+    arg_slots = [c.slot(a) for a in fn.args]
+    faults: dict = {}
+    fault_ops: dict = {}
+    peak = _block_peak(fn.body.block, 0, machine.lx_capacity, faults, fault_ops)
+    c.lx_faults = faults
+    steps = c.compile_block(fn.body.block)
+    template = [None] * c.n_slots
+    for s, v in c.consts.items():
+        template[s] = v
+    return Plan(machine, fn, _Compiled(steps, template, arg_slots), peak, c.uses_inter_tile)

@@ -1,0 +1,253 @@
+"""The emulated hardware: shared HBM, per-core LX scratchpads, the grid of cores.
+
+HBM is one virtual *byte* address space holding independent regions (one per allocation), each
+starting on a 128-byte stick boundary. A region keeps its bytes in a numpy array (adopted without a
+copy when the caller's array is C-contiguous, so multi-GB weights are never duplicated) plus, for
+regions allocated without data, a per-byte "written" mask: reading a never-written byte is an
+:class:`EmulationFault`. Every write bumps the region's ``version`` (used to invalidate cached f32
+copies of read-only tiles).
+
+Address units: a kernel's ``index`` address ``a`` for a view of element type T denotes byte
+``a * sizeof(T)`` by default (``address_unit="element"``, the reference convention). ``"byte"``
+(or ``1``) and ``"stick"`` (or ``128``) count bytes and 128-byte sticks instead; any positive int is
+a fixed number of bytes per unit.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UserError
+from .errors import FaultSignal
+
+STICK_BYTES = 128
+DEFAULT_LX_BYTES = 2 * 1024 * 1024
+MAX_CORES = 32
+
+
+class Region:
+    """A contiguous byte range of HBM. Invariant: ``start % 128 == 0``; ``data`` is 1-D uint8."""
+
+    __slots__ = ("start", "nbytes", "end", "name", "data", "mask", "version", "_typed", "writable")
+
+    def __init__(self, start: int, data: np.ndarray, name: str, initialised: bool):
+        self.start = start
+        self.data = data
+        self.nbytes = int(data.shape[0])
+        self.end = start + self.nbytes
+        self.name = name
+        self.mask = None if initialised else np.zeros(self.nbytes, dtype=np.bool_)
+        self.version = 0
+        self._typed: dict = {}
+        self.writable = bool(data.flags.writeable)
+
+    def typed(self, dtype: np.dtype) -> np.ndarray:
+        """The region's bytes as a flat array of ``dtype`` (trailing partial element dropped)."""
+        arr = self._typed.get(dtype)
+        if arr is None:
+            n = self.nbytes - self.nbytes % dtype.itemsize
+            arr = self.data[:n].view(dtype)
+            self._typed[dtype] = arr
+        return arr
+
+    def mark_initialised(self) -> None:
+        self.mask = None
+
+    def __repr__(self) -> str:
+        return f"Region({self.name!r}, bytes {self.start}..{self.end})"
+
+
+class Buffer:
+    """A typed, shaped handle on one HBM region (what :class:`HBM` allocations return)."""
+
+    def __init__(self, hbm: "HBM", region: Region, shape: tuple, dtype: np.dtype):
+        self._hbm = hbm
+        self.region = region
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def name(self) -> str:
+        return self.region.name
+
+    @property
+    def byte_address(self) -> int:
+        return self.region.start
+
+    @property
+    def address(self) -> int:
+        """The value to pass as the kernel's ``index`` argument (in the machine's address unit,
+        element units of this buffer's dtype by default)."""
+        unit = self._hbm.machine.unit_bytes(self.dtype)
+        return self.region.start // unit
+
+    @property
+    def array(self) -> np.ndarray:
+        """A numpy view of the buffer; writes are visible to kernels.
+
+        Handing out a writable view gives up initialisation tracking for this buffer: it counts as
+        fully written from now on.
+        """
+        self.region.mark_initialised()
+        self.region.version += 1
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return self.region.typed(self.dtype)[:n].reshape(self.shape)
+
+    def read(self) -> np.ndarray:
+        """A copy of the buffer's contents (does not change initialisation tracking)."""
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return self.region.typed(self.dtype)[:n].reshape(self.shape).copy()
+
+    def write(self, array) -> None:
+        """Copy ``array`` (same element count) into the buffer and mark it initialised."""
+        src = np.asarray(array, dtype=self.dtype)
+        dst = self.array
+        if src.size != dst.size:
+            raise UserError(f"buffer {self.name}: expected {dst.size} elements {self.shape}, "
+                            f"got {src.size} {src.shape}")
+        dst.reshape(-1)[:] = src.reshape(-1)
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name!r}, {self.shape}, {self.dtype}, byte {self.byte_address})"
+
+
+class HBM:
+    """Shared off-chip memory: sorted, non-overlapping regions in a virtual byte space."""
+
+    def __init__(self, machine: "Machine"):
+        self.machine = machine
+        self.regions: list[Region] = []
+        self._starts: list[int] = []
+        self._next = 0
+
+    def _place(self, nbytes: int, byte_address: int | None, name: str) -> int:
+        if byte_address is None:
+            start = self._next
+        else:
+            start = int(byte_address)
+            if start < 0 or start % STICK_BYTES:
+                raise UserError(f"HBM buffer {name}: byte address {start} is not a multiple of "
+                                f"{STICK_BYTES} (regions start on stick boundaries)")
+        end = start + max(nbytes, 1)
+        k = bisect.bisect_right(self._starts, start)
+        if k > 0 and self.regions[k - 1].end > start or (
+                k < len(self.regions) and self.regions[k].start < end):
+            other = self.regions[k - 1] if k > 0 and self.regions[k - 1].end > start \
+                else self.regions[k]
+            raise UserError(f"HBM buffer {name}: bytes {start}..{end} overlap {other.name} "
+                            f"(bytes {other.start}..{other.end})")
+        self._next = max(self._next, -(-end // STICK_BYTES) * STICK_BYTES)
+        return start
+
+    def _insert(self, region: Region) -> None:
+        k = bisect.bisect_right(self._starts, region.start)
+        self.regions.insert(k, region)
+        self._starts.insert(k, region.start)
+
+    def allocate(self, shape, dtype="float16", name: str = "buffer",
+                 byte_address: int | None = None) -> Buffer:
+        """A new uninitialised buffer (reading it before a kernel writes it is a fault)."""
+        dtype = np.dtype(dtype)
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        padded = -(-max(nbytes, 1) // STICK_BYTES) * STICK_BYTES
+        start = self._place(padded, byte_address, name)
+        region = Region(start, np.zeros(padded, dtype=np.uint8), name, initialised=False)
+        self._insert(region)
+        return Buffer(self, region, shape, dtype)
+
+    def allocate_from(self, array, name: str = "buffer", byte_address: int | None = None,
+                      copy: bool = False) -> Buffer:
+        """A buffer initialised with ``array``. A C-contiguous array is adopted without a copy
+        (the buffer shares its memory; a read-only array makes a read-only region) unless
+        ``copy`` is True."""
+        arr = np.asarray(array)
+        if copy or not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr).copy()
+        flat = arr.reshape(-1).view(np.uint8)
+        start = self._place(flat.shape[0], byte_address, name)
+        region = Region(start, flat, name, initialised=True)
+        self._insert(region)
+        return Buffer(self, region, arr.shape, arr.dtype)
+
+    def find(self, byte_address: int) -> Region | None:
+        k = bisect.bisect_right(self._starts, byte_address) - 1
+        if k >= 0:
+            r = self.regions[k]
+            if byte_address < r.end:
+                return r
+        return None
+
+    def free(self, buf: Buffer) -> None:
+        k = self.regions.index(buf.region)
+        del self.regions[k]
+        del self._starts[k]
+
+
+@dataclass
+class RunStats:
+    """What one :meth:`Plan.run` reports."""
+
+    function: str
+    cores: int
+    seconds: float
+    lx_high_water: list[int] = field(default_factory=list)  # bytes per core
+
+    def __str__(self) -> str:
+        hw = max(self.lx_high_water) if self.lx_high_water else 0
+        return (f"@{self.function}: {self.cores} core(s), {self.seconds * 1e3:.2f} ms, "
+                f"LX high-water {hw} bytes")
+
+
+class Machine:
+    """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`."""
+
+    def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
+                 address_unit: str | int = "element", f32_cache_bytes: int = 1 << 30):
+        if num_cores < 1 or num_cores > MAX_CORES:
+            raise UserError(f"num_cores must be 1..{MAX_CORES}, got {num_cores}")
+        if isinstance(address_unit, str):
+            if address_unit not in ("element", "byte", "stick"):
+                raise UserError(f"address_unit must be 'element', 'byte', 'stick' or a positive "
+                                f"int, got {address_unit!r}")
+            self._unit = {"byte": 1, "stick": STICK_BYTES, "element": 0}[address_unit]
+        else:
+            if int(address_unit) <= 0:
+                raise UserError(f"address_unit must be positive, got {address_unit}")
+            self._unit = int(address_unit)
+        self.address_unit = address_unit
+        self.lx_capacity = int(lx_capacity)
+        self.num_cores = int(num_cores)
+        self.hbm = HBM(self)
+        self._lx: dict[int, np.ndarray] = {}
+        self._plans: dict[int, object] = {}
+        # f32 copies of read-only HBM tiles that feed matmuls: key -> (version, array)
+        self.f32_cache: dict = {}
+        self.f32_cache_bytes = int(f32_cache_bytes)
+        self.f32_cache_used = 0
+
+    def unit_bytes(self, dtype: np.dtype) -> int:
+        return self._unit or np.dtype(dtype).itemsize
+
+    def lx(self, core: int) -> np.ndarray:
+        """Core ``core``'s LX scratchpad bytes (allocated on first use)."""
+        if not 0 <= core < self.num_cores:
+            raise FaultSignal(f"LX of core {core} does not exist ({self.num_cores} cores)")
+        arr = self._lx.get(core)
+        if arr is None:
+            arr = np.zeros(self.lx_capacity, dtype=np.uint8)
+            self._lx[core] = arr
+        return arr
+
+    def compile(self, fn):
+        """Compile ``fn`` once into a plan (cached per Function object)."""
+        plan = self._plans.get(id(fn))
+        if plan is None or plan.fn is not fn:
+            from .compile import compile_function
+
+            plan = compile_function(self, fn)
+            self._plans[id(fn)] = plan
+        return plan

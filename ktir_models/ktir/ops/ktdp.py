@@ -1,0 +1,709 @@
+"""ktdp: memory views, access tiles (direct and indirect), load/store, tile ids, inter-tile ops.
+
+Run-time objects:
+
+* :class:`View` -- a plain memory view: byte address in HBM or in one core's LX, element dtype,
+  sizes/strides (elements), and its coordinate set (a box ``lo..hi`` or a general affine set).
+  Coordinates used to access a view are *global* (in its coordinate set); the local coordinate is
+  ``coord - lo`` (the set's lower corner), so a partition of a distributed view is addressed as the
+  primer describes. A view whose box lies inside one HBM region keeps a strided numpy view of it.
+* :class:`DistView` -- partitions glued into one logical tensor (``construct_distributed_memory_view``).
+* :class:`Tile` -- either a *box* (lower corner, extents, traversal permutation: loads and stores are
+  strided slices, transposed by the permutation) or explicit *points* (an int array [n, rank] in
+  traversal order: gathers/scatters with one fancy index).
+
+Faults (raised as FaultSignal, located by the plan runner): a coordinate outside the view's
+coordinate set, bytes outside every HBM region (or beyond the LX), reading never-written HBM.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import affine
+from ..errors import FaultSignal
+from ..ir import MemorySpace, TensorType, TileFutureType
+from . import register
+from .arith import coerce
+
+_as_strided = np.lib.stride_tricks.as_strided
+INDEX_DT = np.dtype(np.int64)
+
+
+class View:
+    __slots__ = ("space", "core", "byte_addr", "dtype", "sizes", "strides", "lo", "hi", "cset",
+                 "syms", "region", "flat", "elem_off", "nd", "where")
+
+    def __init__(self, machine, space: MemorySpace, core: int, byte_addr: int, dtype,
+                 sizes: tuple, strides: tuple, cset, syms: tuple):
+        self.space = space.kind
+        self.core = core
+        self.byte_addr = byte_addr
+        self.dtype = dtype
+        self.sizes = sizes
+        self.strides = strides
+        self.syms = syms
+        box = cset.box_bounds() if cset is not None else None
+        if cset is None:
+            self.lo = (0,) * len(sizes)
+            self.hi = tuple(s - 1 for s in sizes)
+            self.cset = None
+        elif box is not None:
+            self.lo = tuple(affine.eval_bound(b.lo, syms) for b in box)
+            self.hi = tuple(affine.eval_bound(b.hi, syms) for b in box)
+            self.cset = None
+        else:
+            bb = cset.bounding_box(syms)
+            self.lo = tuple(b[0] for b in bb)
+            self.hi = tuple(b[1] for b in bb)
+            self.cset = cset
+        item = dtype.itemsize
+        self.region = None
+        self.nd = None
+        if space.kind == "hbm":
+            region = machine.hbm.find(byte_addr)
+            self.where = f"HBM byte {byte_addr}"
+            if region is None:
+                self.flat = None
+                self.elem_off = 0
+                return
+            self.region = region
+            rel = byte_addr - region.start
+            self.where = f"HBM region {region.name!r} (bytes {region.start}..{region.end})"
+        else:
+            self.where = f"LX of core {core}"
+            rel = byte_addr
+            lx = machine.lx(core)
+            if rel < 0 or rel >= lx.shape[0]:
+                self.flat = None
+                self.elem_off = 0
+                return
+            region = None
+            self.flat = lx.view(dtype) if lx.shape[0] % item == 0 else None
+        if rel % item:
+            self.flat = None
+            self.elem_off = 0
+            self.where += f" (address not aligned to {item}-byte elements)"
+            return
+        if self.region is not None:
+            self.flat = self.region.typed(dtype)
+        self.elem_off = rel // item
+        if self.flat is not None and all(s > 0 for s in strides):
+            extent = sum((n - 1) * s for n, s in zip(sizes, strides) if n > 0)
+            if self.elem_off + extent < self.flat.shape[0] and all(n > 0 for n in sizes):
+                self.nd = _as_strided(self.flat[self.elem_off:], shape=sizes,
+                                      strides=tuple(s * item for s in strides), writeable=True)
+
+
+class DistView:
+    __slots__ = ("parts", "rank", "dtype")
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        self.rank = len(parts[0].sizes)
+        self.dtype = parts[0].dtype
+
+
+class Tile:
+    __slots__ = ("view", "lo", "ext", "perm", "points", "shape")
+
+    def __init__(self, view, lo, ext, perm, points, shape):
+        self.view = view
+        self.lo = lo  # box: absolute lower corner
+        self.ext = ext  # box: extents per view dim
+        self.perm = perm  # box: traversal permutation (None = identity)
+        self.points = points  # explicit: int64 [n, rank] in traversal order
+        self.shape = shape  # data tile shape
+
+
+# ---------------------------------------------------------------------------------------------
+# address checks and element access
+
+def _box_check(view: View, lo, ext) -> None:
+    for d, (a, e) in enumerate(zip(lo, ext)):
+        if e <= 0:
+            continue
+        if a < view.lo[d] or a + e - 1 > view.hi[d]:
+            raise FaultSignal(
+                f"access outside the view's coordinate set: dim {d} covers {a}..{a + e - 1}, "
+                f"the view allows {view.lo[d]}..{view.hi[d]}")
+    if view.cset is not None:
+        pts = _box_points(lo, ext)
+        _points_check(view, pts)
+
+
+def _box_points(lo, ext) -> np.ndarray:
+    grids = np.meshgrid(*[np.arange(a, a + e, dtype=np.int64) for a, e in zip(lo, ext)],
+                        indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], axis=1)
+
+
+def _points_check(view: View, pts: np.ndarray) -> None:
+    if pts.shape[0] == 0:
+        return
+    lo = np.asarray(view.lo)
+    hi = np.asarray(view.hi)
+    bad = np.any((pts < lo) | (pts > hi), axis=1)
+    if view.cset is not None:
+        inside = view.cset.contains_fn()(*[pts[:, d] for d in range(pts.shape[1])], *view.syms)
+        bad |= ~np.broadcast_to(np.asarray(inside, bool), bad.shape)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise FaultSignal(f"access outside the view's coordinate set at coordinate "
+                          f"{tuple(int(x) for x in pts[k])} (view box {view.lo}..{view.hi})")
+
+
+def _mask_view(region, view: View, lo, ext):
+    """Per-byte written-mask of the box, shape ext + (itemsize,)."""
+    item = view.dtype.itemsize
+    local = [a - l for a, l in zip(lo, view.lo)]
+    first = view.byte_addr - region.start + sum(x * s for x, s in zip(local, view.strides)) * item
+    return _as_strided(region.mask[first:], shape=tuple(ext) + (item,),
+                       strides=tuple(s * item for s in view.strides) + (1,), writeable=True)
+
+
+def _no_memory(view: View) -> FaultSignal:
+    return FaultSignal(f"view at {view.where} is not backed by memory (no HBM region at byte "
+                       f"{view.byte_addr})" if view.region is None and view.space == "hbm"
+                       else f"view at {view.where} is not addressable")
+
+
+def _box_slices(view: View, lo, ext):
+    return tuple(slice(a - l, a - l + e) for a, l, e in zip(lo, view.lo, ext))
+
+
+def _strided_block(view: View, lo, ext) -> np.ndarray:
+    """The box as a strided numpy view, checking it lies inside the backing memory."""
+    if view.nd is not None:
+        return view.nd[_box_slices(view, lo, ext)]
+    if view.flat is None:
+        raise _no_memory(view)
+    item = view.dtype.itemsize
+    local = [a - l for a, l in zip(lo, view.lo)]
+    start = view.elem_off + sum(x * s for x, s in zip(local, view.strides))
+    span = [(e - 1) * s for e, s in zip(ext, view.strides) if e > 0]
+    low = start + sum(x for x in span if x < 0)
+    high = start + sum(x for x in span if x > 0)
+    if low < 0 or high >= view.flat.shape[0]:
+        raise FaultSignal(f"access runs outside {view.where}: elements {low}..{high} of "
+                          f"{view.flat.shape[0]}")
+    if any(e == 0 for e in ext):
+        return np.zeros(ext, view.dtype)
+    return _as_strided(view.flat[start:], shape=tuple(ext),
+                       strides=tuple(s * item for s in view.strides), writeable=True)
+
+
+def _offsets(view: View, pts: np.ndarray) -> np.ndarray:
+    """Element offsets (into view.flat) of global points, checked against the memory bounds."""
+    if view.flat is None:
+        raise _no_memory(view)
+    local = pts - np.asarray(view.lo, dtype=np.int64)
+    offs = local @ np.asarray(view.strides, dtype=np.int64) + view.elem_off
+    if offs.size and (offs.min() < 0 or offs.max() >= view.flat.shape[0]):
+        raise FaultSignal(f"access runs outside {view.where}")
+    return offs
+
+
+def _check_written(view: View, offs: np.ndarray) -> None:
+    region = view.region
+    if region is None or region.mask is None or offs.size == 0:
+        return
+    item = view.dtype.itemsize
+    base = (view.byte_addr - region.start) - view.elem_off * item
+    byte = (offs * item + base)[:, None] + np.arange(item)
+    if not region.mask[byte].all():
+        raise FaultSignal(f"read of never-written HBM in region {region.name!r}")
+
+
+def _mark_written(view: View, offs: np.ndarray) -> None:
+    region = view.region
+    if region is None:
+        return
+    region.version += 1
+    if region.mask is None:
+        return
+    item = view.dtype.itemsize
+    base = (view.byte_addr - region.start) - view.elem_off * item
+    region.mask[(offs * item + base)[:, None] + np.arange(item)] = True
+    _maybe_drop_mask(region)
+
+
+def _maybe_drop_mask(region) -> None:
+    if region.nbytes <= (4 << 20) and region.mask.all():
+        region.mask = None
+
+
+def _tile_points(tile: Tile) -> np.ndarray:
+    if tile.points is not None:
+        return tile.points
+    pts = _box_points(tile.lo, tile.ext)
+    if tile.perm is not None:
+        pts = pts.reshape(tuple(tile.ext) + (len(tile.ext),)).transpose(
+            tuple(tile.perm) + (len(tile.ext),)).reshape(-1, len(tile.ext))
+    return pts
+
+
+def load_tile(tile: Tile) -> np.ndarray:
+    view = tile.view
+    if tile.points is None and isinstance(view, View):
+        _box_check(view, tile.lo, tile.ext)
+        block = _strided_block(view, tile.lo, tile.ext)
+        region = view.region
+        if region is not None and region.mask is not None:
+            if not _mask_view(region, view, tile.lo, tile.ext).all():
+                raise FaultSignal(f"read of never-written HBM in region {region.name!r}")
+        if tile.perm is not None:
+            block = block.transpose(tile.perm)
+        return block.copy()
+    pts = _tile_points(tile)
+    return _gather(view, pts).reshape(tile.shape)
+
+
+def _gather(view, pts: np.ndarray) -> np.ndarray:
+    if isinstance(view, View):
+        _points_check(view, pts)
+        offs = _offsets(view, pts)
+        _check_written(view, offs)
+        return view.flat[offs]
+    out = np.empty(pts.shape[0], dtype=view.dtype)
+    todo = np.ones(pts.shape[0], dtype=bool)
+    for part in view.parts:
+        sel = todo & _inside(part, pts)
+        if sel.any():
+            out[sel] = _gather(part, pts[sel])
+            todo &= ~sel
+    if todo.any():
+        k = int(np.argmax(todo))
+        raise FaultSignal(f"coordinate {tuple(int(x) for x in pts[k])} is in no partition of "
+                          "the distributed view")
+    return out
+
+
+def _inside(view: View, pts: np.ndarray) -> np.ndarray:
+    m = np.all((pts >= np.asarray(view.lo)) & (pts <= np.asarray(view.hi)), axis=1)
+    if view.cset is not None:
+        m &= np.broadcast_to(np.asarray(view.cset.contains_fn()(
+            *[pts[:, d] for d in range(pts.shape[1])], *view.syms), bool), m.shape)
+    return m
+
+
+def store_tile(tile: Tile, value: np.ndarray) -> None:
+    view = tile.view
+    if tile.points is None and isinstance(view, View):
+        _box_check(view, tile.lo, tile.ext)
+        block = _strided_block(view, tile.lo, tile.ext)
+        if not block.flags.writeable or (view.region is not None and not view.region.writable):
+            raise FaultSignal(f"store into read-only memory ({view.where})")
+        if tile.perm is not None:
+            block = block.transpose(tile.perm)
+        block[...] = value
+        region = view.region
+        if region is not None:
+            region.version += 1
+            if region.mask is not None:
+                mv = _mask_view(region, view, tile.lo, tile.ext)
+                mv[...] = True
+                _maybe_drop_mask(region)
+        return
+    pts = _tile_points(tile)
+    _scatter(view, pts, np.asarray(value).reshape(-1))
+
+
+def _scatter(view, pts: np.ndarray, vals: np.ndarray) -> None:
+    if isinstance(view, View):
+        _points_check(view, pts)
+        offs = _offsets(view, pts)
+        if view.region is not None and not view.region.writable:
+            raise FaultSignal(f"store into read-only memory ({view.where})")
+        view.flat[offs] = vals
+        _mark_written(view, offs)
+        return
+    todo = np.ones(pts.shape[0], dtype=bool)
+    for part in view.parts:
+        sel = todo & _inside(part, pts)
+        if sel.any():
+            _scatter(part, pts[sel], vals[sel])
+            todo &= ~sel
+    if todo.any():
+        k = int(np.argmax(todo))
+        raise FaultSignal(f"coordinate {tuple(int(x) for x in pts[k])} is in no partition of "
+                          "the distributed view")
+
+
+# ---------------------------------------------------------------------------------------------
+# builders
+
+@register("ktdp.get_compute_tile_id")
+def build_tile_id(c, op):
+    slots = [c.slot(r) for r in op.results]
+
+    def step(env):
+        coords = env[0].coords
+        for k, s in enumerate(slots):
+            env[s] = coords[k]
+
+    return step
+
+
+def _values_fn(c, vals):
+    """env -> tuple of the values' current ints (constants folded)."""
+    if all(c.is_const(v) for v in vals):
+        t = tuple(int(c.const(v)) for v in vals)
+        return lambda env: t
+    parts = [(True, int(c.const(v))) if c.is_const(v) else (False, c.slot(v)) for v in vals]
+    return lambda env: tuple(x if k else int(env[x]) for k, x in parts)
+
+
+@register("ktdp.construct_memory_view")
+def build_memory_view(c, op):
+    t = op.result.type
+    dtype = t.dtype
+    space: MemorySpace = op.attrs["memory_space"]
+    cset = op.attrs.get("coordinate_set")
+    machine = c.machine
+    off_v = op.operands[0]
+    ioff = c.slot(off_v)
+    sizes_fn = _merge(op.attrs["static_sizes"], _values_fn(c, op.groups["sizes"]))
+    strides_fn = _merge(op.attrs["static_strides"], _values_fn(c, op.groups["strides"]))
+    dyn_sizes_fn = _values_fn(c, op.groups["sizes"])
+    if cset is not None and cset.num_syms > len(op.groups["sizes"]):
+        from ..errors import KtirError
+
+        raise KtirError.at(op.loc, f"coordinate_set has {cset.num_syms} symbols but only "
+                                   f"{len(op.groups['sizes'])} dynamic sizes bind them")
+    unit = machine.unit_bytes(dtype)
+    ir = c.slot(op.result)
+
+    def step(env):
+        core = space.core if space.core is not None else env[0].core
+        env[ir] = View(machine, space, core, int(env[ioff]) * unit, dtype, sizes_fn(env),
+                       strides_fn(env), cset, dyn_sizes_fn(env))
+
+    return step
+
+
+def _merge(static: list, dyn_fn):
+    if all(s is not None for s in static):
+        t = tuple(static)
+        return lambda env: t
+
+    def fn(env):
+        it = iter(dyn_fn(env))
+        return tuple(s if s is not None else next(it) for s in static)
+
+    return fn
+
+
+@register("ktdp.construct_distributed_memory_view")
+def build_dist_view(c, op):
+    slots = [c.slot(v) for v in op.operands]
+    ir = c.slot(op.result)
+
+    def step(env):
+        parts = [env[s] for s in slots]
+        flat = []
+        for p in parts:
+            flat.extend(p.parts if isinstance(p, DistView) else [p])
+        env[ir] = DistView(flat)
+
+    return step
+
+
+def _tile_geometry(s: affine.AffineSet, order: affine.AffineMap):
+    """(box bounds or None, permutation or None) of an access tile set + order."""
+    box = s.box_bounds()
+    perm = order.permutation()
+    if perm is not None and perm == tuple(range(len(perm))):
+        perm = None
+        identity = True
+    else:
+        identity = False
+    return box, perm, identity, order.permutation() is not None
+
+
+@register("ktdp.construct_access_tile")
+def build_access_tile(c, op):
+    s: affine.AffineSet = op.attrs["access_tile_set"]
+    order: affine.AffineMap = op.attrs["access_tile_order"]
+    bm: affine.AffineMap = op.attrs["base_map"]
+    ibase = c.slot(op.groups["base"][0])
+    idx_fn = _values_fn(c, op.groups["indices"])
+    sym_fn = _values_fn(c, op.groups["symbols"])
+    ir = c.slot(op.result)
+    box, perm, identity, is_perm = _tile_geometry(s, order)
+    simple = all(e[0] in ("d", "c") for e in bm.results)
+    if simple:
+        picks = tuple((e[0] == "d", e[1]) for e in bm.results)
+
+        def anchor_of(idx):
+            return tuple(idx[k] if is_dim else k for is_dim, k in picks)
+    else:
+        ev = bm.evaluator()
+
+        def anchor_of(idx):
+            return tuple(int(x) for x in ev(*idx))
+
+    if box is not None and is_perm:
+        static_syms = not s.num_syms
+        if static_syms:
+            los = tuple(b.lo[1] if b.lo[0] == "c" else affine.eval_bound(b.lo, ()) for b in box)
+            ext = tuple(affine.eval_bound(b.hi, ()) - lo + 1 for b, lo in zip(box, los))
+            shape = tuple(ext[p] for p in perm) if perm is not None else ext
+            if not op.groups["indices"] or c.all_const(op.groups["indices"]):
+                anchor = anchor_of(idx_fn(None))
+                lo_abs = tuple(a + lo for a, lo in zip(anchor, los))
+
+                def step(env):
+                    env[ir] = Tile(env[ibase], lo_abs, ext, perm, None, shape)
+                return step
+
+            def step(env):
+                anchor = anchor_of(idx_fn(env))
+                env[ir] = Tile(env[ibase], tuple(a + lo for a, lo in zip(anchor, los)), ext,
+                               perm, None, shape)
+            return step
+
+        def step(env):
+            syms = sym_fn(env)
+            los = tuple(affine.eval_bound(b.lo, syms) for b in box)
+            ext = tuple(affine.eval_bound(b.hi, syms) - lo + 1 for b, lo in zip(box, los))
+            shape = tuple(ext[p] for p in perm) if perm is not None else ext
+            anchor = anchor_of(idx_fn(env))
+            env[ir] = Tile(env[ibase], tuple(a + lo for a, lo in zip(anchor, los)), ext, perm,
+                           None, shape)
+        return step
+
+    # general set / order: explicit points in traversal order
+    tshape = op.result.type.shape
+    cache: dict = {}
+
+    def step(env):
+        syms = sym_fn(env)
+        rel = cache.get(syms)
+        if rel is None:
+            rel = affine.order_points(s.points(syms), order, syms)
+            cache[syms] = rel
+        anchor = np.asarray(anchor_of(idx_fn(env)), dtype=np.int64)
+        shape = tshape if all(d is not None for d in tshape) else (rel.shape[0],)
+        if int(np.prod(shape)) != rel.shape[0]:
+            raise FaultSignal(f"access tile set has {rel.shape[0]} points but the tile type "
+                              f"has {int(np.prod(shape))} elements")
+        env[ir] = Tile(env[ibase], None, None, None, rel + anchor, tuple(shape))
+
+    return step
+
+
+@register("ktdp.construct_indirect_access_tile")
+def build_indirect_tile(c, op):
+    s: affine.AffineSet = op.attrs["variables_space_set"]
+    order: affine.AffineMap = op.attrs["variables_space_order"]
+    kinds = op.attrs["subscript_kinds"]
+    maps = op.attrs["subscript_maps"]
+    ibase = c.slot(op.groups["base"][0])
+    iviews = [c.slot(v) for v in op.groups["indirect"]]
+    cap_fn = _values_fn(c, op.groups["captured"])
+    sym_fn = _values_fn(c, op.groups["symbols"])
+    ir = c.slot(op.result)
+    tshape = op.result.type.shape
+    cache: dict = {}
+
+    def step(env):
+        syms = sym_fn(env)
+        vpts = cache.get(syms)
+        if vpts is None:
+            vpts = affine.order_points(s.points(syms), order, syms)
+            cache[syms] = vpts
+        cap = cap_fn(env)
+        n = vpts.shape[0]
+        args = list(cap) + [vpts[:, k] for k in range(vpts.shape[1])]
+        coords = []
+        vi = 0
+        for kind, m in zip(kinds, maps):
+            vals = [np.broadcast_to(np.asarray(x, dtype=np.int64), (n,)) for x in m(args)]
+            if kind == "direct":
+                coords.append(vals[0])
+            else:
+                iview = env[iviews[vi]]
+                vi += 1
+                idx = _gather(iview, np.stack(vals, axis=1)).astype(np.int64)
+                if idx.size and idx.min() < 0:
+                    raise FaultSignal("indirect index value is negative")
+                coords.append(idx)
+        pts = np.stack(coords, axis=1) if coords else np.zeros((n, 0), np.int64)
+        shape = tshape if all(d is not None for d in tshape) else (n,)
+        env[ir] = Tile(env[ibase], None, None, None, pts, tuple(shape))
+
+    return step
+
+
+def _only_matmul_users(c, v) -> bool:
+    users = c.users.get(id(v), [])
+    return bool(users) and all(u.name in ("linalg.matmul", "linalg.matmul_transpose_b",
+                                          "linalg.batch_matmul") and
+                               v in u.groups.get("ins", []) for u in users)
+
+
+@register("ktdp.load")
+def build_load(c, op):
+    it = c.slot(op.operands[0])
+    ir = c.slot(op.result)
+    rt = op.result.type
+    if _only_matmul_users(c, op.result) and rt.elem in ("f16", "bf16"):
+        machine = c.machine
+        cache = machine.f32_cache
+        f32 = np.dtype(np.float32)
+
+        def step(env):
+            tile = env[it]
+            view = tile.view
+            region = getattr(view, "region", None)
+            if tile.points is not None or region is None or region.mask is not None:
+                env[ir] = load_tile(tile).astype(f32)
+                return
+            _box_check(view, tile.lo, tile.ext)
+            key = (id(region), view.byte_addr, view.strides, view.lo, tile.lo, tile.ext,
+                   tile.perm)
+            hit = cache.get(key)
+            if hit is not None and hit[0] == region.version and hit[1] is region:
+                env[ir] = hit[2]
+                return
+            arr = load_tile(tile).astype(f32)
+            arr.flags.writeable = False
+            if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
+                if hit is None:
+                    machine.f32_cache_used += arr.nbytes
+                cache[key] = (region.version, region, arr)
+            env[ir] = arr
+
+        return step
+
+    def step(env):
+        env[ir] = load_tile(env[it])
+
+    return step
+
+
+@register("ktdp.store")
+def build_store(c, op):
+    iv, it = c.slot(op.operands[0]), c.slot(op.operands[1])
+
+    def step(env):
+        store_tile(env[it], env[iv])
+
+    return step
+
+
+# ---------------------------------------------------------------------------------------------
+# inter-tile produce / reduce (cores run as threads; see compile._Exchange)
+
+class Future:
+    __slots__ = ("key", "group", "producers")
+
+    def __init__(self, key, group, producers):
+        self.key = key
+        self.group = group
+        self.producers = producers
+
+
+def _group_ids(groups: affine.AffineSet) -> list[int]:
+    return [int(p[0]) for p in groups.points(())]
+
+
+@register("ktdp.inter_tile_produce")
+def build_produce(c, op):
+    from ..compile import run_steps
+
+    c.uses_inter_tile = True
+    ftype: TileFutureType = op.result.type
+    groups = _group_ids(ftype.groups)
+    who: affine.AffineSet = op.attrs["producer_tiles_per_group"]
+    contains = who.contains_fn()
+    block = op.regions[0].block
+    body = c.compile_block(block)
+    gid_slot = c.slot(block.args[0])
+    y = c.slot(block.ops[-1].operands[0])
+    ir = c.slot(op.result)
+    n = c.fn.num_cores
+    producers = {g: [t for t in range(n) if contains(t, g)] for g in groups}
+    my_group = {t: next((g for g in groups if contains(t, g)), None) for t in range(n)}
+    op_key = id(op)
+
+    def step(env):
+        ctx = env[0]
+        ex = ctx.exchange
+        g = my_group[ctx.core]
+        count_key = (op_key, ctx.core)
+        with ex.cond:
+            occ = ex.boxes.get(count_key, 0)
+            ex.boxes[count_key] = occ + 1
+        key = (op_key, occ)
+        if g is not None:
+            env[gid_slot] = g
+            run_steps(body, env)
+            part = env[y]
+            with ex.cond:
+                ex.boxes.setdefault((key, g), {})[ctx.core] = part
+                ex.cond.notify_all()
+        env[ir] = Future(key, g, producers)
+
+    return step
+
+
+@register("ktdp.inter_tile_reduce")
+def build_reduce_tiles(c, op):
+    from ..compile import run_steps
+
+    c.uses_inter_tile = True
+    fu, ident = op.operands
+    ifu, iid, ir = c.slot(fu), c.slot(ident), c.slot(op.result)
+    who: affine.AffineSet = op.attrs["consumer_tiles_per_group"]
+    contains = who.contains_fn()
+    ftype: TileFutureType = fu.type
+    groups = _group_ids(ftype.groups)
+    n = c.fn.num_cores
+    my_group = {t: next((g for g in groups if contains(t, g)), None) for t in range(n)}
+    block = op.regions[0].block
+    body = c.compile_block(block)
+    a_slot, b_slot = (c.slot(a) for a in block.args)
+    y = c.slot(block.ops[-1].operands[0])
+    rt: TensorType = op.result.type
+
+    def step(env):
+        ctx = env[0]
+        fut: Future = env[ifu]
+        g = my_group[ctx.core]
+        if g is None:
+            env[ir] = coerce(np.reshape(env[iid], rt.shape), rt)
+            return
+        need = fut.producers.get(g, [])
+        ex = ctx.exchange
+        box_key = (fut.key, g)
+        deadline = time.monotonic() + 60.0
+        with ex.cond:
+            while True:
+                box = ex.boxes.get(box_key, {})
+                if all(t in box for t in need):
+                    parts = [box[t] for t in need]
+                    break
+                if ex.failed is not None:
+                    raise FaultSignal("another core failed while this core waited in "
+                                      "inter_tile_reduce")
+                if ex.finished >= ex.n - 1 and ex.n > 1 or time.monotonic() > deadline:
+                    missing = [t for t in need if t not in box]
+                    raise FaultSignal(f"deadlock: waiting for partials of group {g} from "
+                                      f"core(s) {missing} that never produce them")
+                ex.cond.wait(0.05)
+        if not parts:
+            acc = env[iid]
+        else:
+            acc = parts[0]
+            for p in parts[1:]:
+                env[a_slot] = acc
+                env[b_slot] = p
+                run_steps(body, env)
+                acc = env[y]
+        env[ir] = coerce(np.reshape(acc, rt.shape), rt)
+
+    return step

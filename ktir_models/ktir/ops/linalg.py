@@ -1,0 +1,390 @@
+"""linalg: matmul family, reduce, broadcast, transpose, fill, named elementwise ops, generic.
+
+Numerics:
+
+* matmul / matmul_transpose_b / batch_matmul: f16 operands are widened to f32, multiplied with f32
+  BLAS, the ``outs`` accumulator is added in f32, and the sum is rounded once to the result type.
+  (numpy float16 matmul does not use BLAS and is never called.)
+* reduce with a known combiner (addf, maximumf, ...): accumulated in f32 (f64 for f32/f64 inputs),
+  combined with the init, rounded once. Bodies that are not a single known combiner are folded
+  sequentially in the element type, exactly as written.
+* ``outs`` of broadcast/transpose/add/max/fill only give the shape; of matmul it is the accumulator.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..ir import TensorType
+from . import register
+from .arith import _FLOAT_BINARY, _INT_BINARY, coerce
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+
+def _wide(arr: np.ndarray) -> np.ndarray:
+    return arr if arr.dtype.itemsize >= 4 and arr.dtype.kind == "f" else arr.astype(F32)
+
+
+def _ins_outs(op):
+    return op.groups.get("ins", []), op.groups.get("outs", [])
+
+
+# -- matmul ---------------------------------------------------------------------------------------
+
+def _is_zero_const(c, v) -> bool:
+    if not c.is_const(v):
+        return False
+    val = c.const(v)
+    return isinstance(val, np.ndarray) and not np.any(val)
+
+
+@register("linalg.matmul", "linalg.matmul_transpose_b", "linalg.batch_matmul")
+def build_matmul(c, op):
+    (a, b), (acc,) = _ins_outs(op)
+    r = op.result
+    dt = r.type.dtype
+    ia, ib, iacc, ir = c.slot(a), c.slot(b), c.slot(acc), c.slot(r)
+    trans = op.name == "linalg.matmul_transpose_b"
+    zero_acc = _is_zero_const(c, acc)
+    cache_b = c.f32_source(b)  # a callable giving a cached f32 copy, or None
+
+    def step(env):
+        A = _wide(env[ia])
+        B = cache_b(env) if cache_b is not None else _wide(env[ib])
+        if trans:
+            B = B.swapaxes(-1, -2)
+        P = np.matmul(A, B)
+        if not zero_acc:
+            P += env[iacc]
+        env[ir] = P.astype(dt, copy=False)
+
+    return step
+
+
+# -- reduce ---------------------------------------------------------------------------------------
+
+_REDUCERS = {
+    "arith.addf": ("sum", np.add), "arith.addi": ("sum", np.add),
+    "arith.mulf": ("prod", np.multiply), "arith.muli": ("prod", np.multiply),
+    "arith.maximumf": ("max", np.maximum), "arith.maxf": ("max", np.maximum),
+    "arith.minimumf": ("min", np.minimum), "arith.minf": ("min", np.minimum),
+    "arith.maxnumf": ("nanmax", np.fmax), "arith.minnumf": ("nanmin", np.fmin),
+    "arith.maxsi": ("max", np.maximum), "arith.minsi": ("min", np.minimum),
+    "arith.andi": ("and", np.bitwise_and), "arith.ori": ("or", np.bitwise_or),
+    "arith.xori": ("xor", np.bitwise_xor),
+}
+
+
+def _body_combiner(op) -> str | None:
+    """The combiner name when the reduce body is ``%r = <binop> %in, %acc; yield %r``."""
+    if "combiner" in op.attrs:
+        return op.attrs["combiner"]
+    block = op.regions[0].block
+    if len(block.ops) != 2 or block.ops[1].name != "linalg.yield" or len(block.args) != 2:
+        return None
+    body = block.ops[0]
+    if body.name not in _REDUCERS or block.ops[1].operands != [body.result]:
+        return None
+    if set(map(id, body.operands)) != set(map(id, block.args)):
+        return None
+    return body.name
+
+
+def _fast_reduce(kind: str, x: np.ndarray, dims: tuple, init: np.ndarray, dt) -> np.ndarray:
+    if x.dtype.kind == "f":
+        acc_t = F64 if x.dtype.itemsize >= 4 else F32
+    else:
+        acc_t = np.dtype(np.int64) if x.dtype != np.bool_ else x.dtype
+    if kind == "sum":
+        v = np.add.reduce(x, axis=dims, dtype=acc_t) + init.astype(acc_t)
+    elif kind == "prod":
+        v = np.multiply.reduce(x, axis=dims, dtype=acc_t) * init.astype(acc_t)
+    elif kind == "max":
+        v = np.maximum(np.maximum.reduce(x, axis=dims), init)
+    elif kind == "min":
+        v = np.minimum(np.minimum.reduce(x, axis=dims), init)
+    elif kind == "nanmax":
+        v = np.fmax(np.fmax.reduce(x, axis=dims), init)
+    elif kind == "nanmin":
+        v = np.fmin(np.fmin.reduce(x, axis=dims), init)
+    elif kind == "and":
+        v = np.bitwise_and.reduce(x, axis=dims) & init
+    elif kind == "or":
+        v = np.bitwise_or.reduce(x, axis=dims) | init
+    else:
+        v = np.bitwise_xor.reduce(x, axis=dims) ^ init
+    return np.asarray(v).astype(dt, copy=False)
+
+
+@register("linalg.reduce")
+def build_reduce(c, op):
+    ins, outs = _ins_outs(op)
+    dims = tuple(op.attrs["dimensions"])
+    r = op.result
+    dt = r.type.dtype
+    combiner = _body_combiner(op)
+    if combiner is not None and len(ins) == 1:
+        kind = _REDUCERS[combiner][0]
+        ix, iinit, ir = c.slot(ins[0]), c.slot(outs[0]), c.slot(r)
+
+        def step(env):
+            env[ir] = _fast_reduce(kind, env[ix], dims, env[iinit], dt)
+
+        return step
+    # general body: sequential fold over the reduced positions, vectorised over the kept ones
+    block = op.regions[0].block
+    body = c.compile_block(block)
+    n_in = len(ins)
+    arg_slots = [c.slot(a) for a in block.args]
+    yield_slots = [c.slot(v) for v in block.ops[-1].operands]
+    in_slots = [c.slot(v) for v in ins]
+    out_slots = [c.slot(v) for v in outs]
+    res_slots = [c.slot(v) for v in op.results]
+    res_types = [v.type for v in op.results]
+    from ..compile import run_steps
+
+    def step(env):
+        xs = [env[s] for s in in_slots]
+        accs = [np.asarray(env[s]) for s in out_slots]
+        shape = xs[0].shape
+        kept = [k for k in range(len(shape)) if k not in dims]
+        moved = [np.moveaxis(x, list(dims), list(range(len(dims)))) for x in xs]
+        for pos in itertools.product(*[range(shape[d]) for d in dims]):
+            for s, m in zip(arg_slots[:n_in], moved):
+                env[s] = m[pos]
+            for s, a in zip(arg_slots[n_in:], accs):
+                env[s] = a
+            run_steps(body, env)
+            accs = [np.asarray(env[s]) for s in yield_slots]
+        _ = kept
+        for s, a, t in zip(res_slots, accs, res_types):
+            env[s] = coerce(np.broadcast_to(a, t.shape) if a.shape != t.shape else a, t)
+
+    return step
+
+
+# -- broadcast / transpose / fill / named elementwise ------------------------------------------
+
+@register("linalg.broadcast")
+def build_broadcast(c, op):
+    (x,), (init,) = _ins_outs(op)
+    r = op.result
+    dims = tuple(op.attrs["dimensions"])
+    shape = r.type.shape
+    ix, ir = c.slot(x), c.slot(r)
+    if c.is_const(x):
+        c.set_const(r, np.broadcast_to(np.expand_dims(c.const(x), dims), shape))
+        return None
+
+    def step(env):
+        env[ir] = np.broadcast_to(np.expand_dims(env[ix], dims), shape)
+
+    return step
+
+
+@register("linalg.transpose")
+def build_transpose(c, op):
+    (x,), (init,) = _ins_outs(op)
+    r = op.result
+    perm = tuple(op.attrs["permutation"])
+    ix, ir = c.slot(x), c.slot(r)
+
+    def step(env):
+        env[ir] = np.transpose(env[ix], perm)
+
+    return step
+
+
+@register("linalg.fill")
+def build_fill(c, op):
+    (s,), (init,) = _ins_outs(op)
+    r = op.result
+    t = r.type
+    if c.is_const(s):
+        c.set_const(r, np.full(t.shape, c.const(s), dtype=t.dtype))
+        return None
+    is_, ir, iinit = c.slot(s), c.slot(r), c.slot(init)
+
+    def step(env):
+        env[ir] = np.full(env[iinit].shape, env[is_], dtype=t.dtype)
+
+    return step
+
+
+_NAMED = {
+    "linalg.add": np.add, "linalg.sub": np.subtract, "linalg.mul": np.multiply,
+    "linalg.div": np.divide, "linalg.max": np.maximum, "linalg.min": np.minimum,
+}
+
+
+@register(*_NAMED, "linalg.exp", "linalg.copy")
+def build_named(c, op):
+    ins, (init,) = _ins_outs(op)
+    r = op.result
+    t = r.type
+    dt = t.dtype
+    slots = [c.slot(v) for v in ins]
+    ir = c.slot(r)
+    if op.name == "linalg.copy":
+        (i0,) = slots
+
+        def step(env):
+            env[ir] = np.asarray(env[i0]).astype(dt, copy=False)
+        return step
+    if op.name == "linalg.exp":
+        (i0,) = slots
+
+        def step(env):
+            env[ir] = np.exp(_wide(env[i0])).astype(dt)
+        return step
+    fn = _NAMED[op.name]
+    i0, i1 = slots
+    if dt.kind in "iu":
+        fn = {"linalg.div": lambda a, b: _INT_BINARY["arith.divsi"](a, b)}.get(op.name, fn)
+
+    def step(env):
+        env[ir] = fn(env[i0], env[i1]).astype(dt, copy=False)
+
+    return step
+
+
+# -- generic ----------------------------------------------------------------------------------
+
+def _operand_view(arr: np.ndarray, amap, n_loops: int) -> np.ndarray:
+    """``arr`` re-indexed by loop coordinates: an array broadcastable to the loop space."""
+    perm = []
+    ok = True
+    for e in amap.results:
+        if e[0] != "d":
+            ok = False
+            break
+        perm.append(e[1])
+    if ok and len(set(perm)) == len(perm):
+        order = np.argsort(perm)
+        v = np.transpose(arr, order) if list(order) != list(range(len(order))) else arr
+        shape = [1] * n_loops
+        for k, d in enumerate(sorted(perm)):
+            shape[d] = v.shape[k]
+        return v.reshape(shape)
+    return None
+
+
+@register("linalg.generic")
+def build_generic(c, op):
+    ins, outs = _ins_outs(op)
+    maps = op.attrs["indexing_maps"]
+    its = op.attrs["iterator_types"]
+    n = len(its)
+    block = op.regions[0].block
+    # loop extents from the static operand shapes
+    extents: list = [None] * n
+    for v, m in zip(ins + outs, maps):
+        if isinstance(v.type, TensorType):
+            for e, size in zip(m.results, v.type.shape):
+                if e[0] == "d" and size is not None:
+                    extents[e[1]] = size
+    if any(e is None for e in extents):
+        from ..errors import KtirError
+
+        raise KtirError.at(op.loc, "linalg.generic: cannot infer every loop extent statically")
+    index_slots = [c.new_slot() for _ in range(n)]
+    c.index_slots.append(index_slots)
+    body = c.compile_block(block)
+    c.index_slots.pop()
+    arg_slots = [c.slot(a) for a in block.args]
+    yield_slots = [c.slot(v) for v in block.ops[-1].operands]
+    in_slots = [c.slot(v) for v in ins]
+    out_slots = [c.slot(v) for v in outs]
+    res_slots = [c.slot(v) for v in op.results]
+    res_types = [v.type for v in op.results]
+    red = [k for k in range(n) if its[k] == "reduction"]
+    n_in = len(ins)
+    aranges = []
+    for k in range(n):
+        shape = [1] * n
+        shape[k] = extents[k]
+        aranges.append(np.arange(extents[k], dtype=np.int64).reshape(shape))
+    full = tuple(extents)
+    out_maps = maps[n_in:]
+    from ..compile import run_steps
+
+    def gather(arr, m):
+        v = _operand_view(np.asarray(arr), m, n)
+        if v is not None:
+            return v
+        coords = m.evaluator()(*[aranges[k] for k in range(n)])
+        return np.asarray(arr)[tuple(np.broadcast_to(x, full) for x in coords)]
+
+    def scatter_back(val, m, t):
+        """A loop-space value (reduction axes of size 1) -> the output tensor."""
+        val = np.broadcast_to(np.asarray(val), tuple(1 if k in red else extents[k]
+                                                     for k in range(n)))
+        perm = [e[1] for e in m.results]
+        val = val.reshape([extents[k] for k in range(n) if k not in red]) if red else val
+        kept = [k for k in range(n) if k not in red]
+        order = [kept.index(d) for d in perm]
+        return coerce(np.transpose(val, order), t)
+
+    def step(env):
+        views = [gather(env[s], m) for s, m in zip(in_slots, maps)]
+        if not red:
+            for s, v in zip(arg_slots[:n_in], views):
+                env[s] = v
+            for s, o, m in zip(arg_slots[n_in:], out_slots, out_maps):
+                env[s] = gather(env[o], m)
+            for s, a in zip(index_slots, aranges):
+                env[s] = a
+            run_steps(body, env)
+            for s, y, m, t in zip(res_slots, yield_slots, out_maps, res_types):
+                env[s] = scatter_back(env[y], m, t)
+            return
+        views = [np.broadcast_to(v, full) for v in views]
+        accs = [gather(env[o], m) for o, m in zip(out_slots, out_maps)]
+        for k in range(n):
+            if k not in red:
+                env[index_slots[k]] = aranges[k]
+        for pos in itertools.product(*[range(extents[k]) for k in red]):
+            idx = [slice(None)] * n
+            for k, p in zip(red, pos):
+                idx[k] = slice(p, p + 1)
+                env[index_slots[k]] = p
+            idx = tuple(idx)
+            for s, v in zip(arg_slots[:n_in], views):
+                env[s] = v[idx]
+            for s, a in zip(arg_slots[n_in:], accs):
+                env[s] = a
+            run_steps(body, env)
+            accs = [env[y] for y in yield_slots]
+        for s, a, m, t in zip(res_slots, accs, out_maps, res_types):
+            env[s] = scatter_back(a, m, t)
+
+    return step
+
+
+@register("linalg.index")
+def build_index(c, op):
+    if not c.index_slots:
+        from ..errors import KtirError
+
+        raise KtirError.at(op.loc, "linalg.index outside a linalg.generic body")
+    slots = c.index_slots[-1]
+    dim = op.attrs["dim"]
+    if dim >= len(slots):
+        from ..errors import KtirError
+
+        raise KtirError.at(op.loc, f"linalg.index {dim}: the generic has {len(slots)} loops")
+    c.alias(op.result, slots[dim])
+    return None
+
+
+@register("linalg.yield", "scf.yield", "tensor.yield", "ktdp.yield_partial",
+          "ktdp.yield_reduced", "return")
+def build_terminator(c, op):
+    return None  # parents read the yielded slots directly
+
+
+_ = (_FLOAT_BINARY,)
