@@ -31,6 +31,7 @@ class StepResult:
     seconds: float
     max_node_lx: int
     metrics: Any | None = None
+    golden: np.ndarray | None = None  # f32 [m, vocab] from transformers, with a live golden
 
 
 @dataclass
@@ -85,7 +86,8 @@ def _step(step: int, past: int, ids: list[int], out: PassOutput, live: "_LiveCac
     if live is not None:
         from ..golden import compare
 
-        res.metrics = compare(logits.astype(np.float32), live.run(ids))
+        res.golden = live.run(ids)
+        res.metrics = compare(logits.astype(np.float32), res.golden)
     return res
 
 
