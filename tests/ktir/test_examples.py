@@ -118,6 +118,11 @@ def place_at(machine, address: int, unit: int, array: np.ndarray, name: str):
     return machine.hbm.allocate_from(array, name=name, byte_address=address * unit)
 
 
+def write_lx(machine, core: int, byte_offset: int, array: np.ndarray) -> None:
+    """Preload ``array``'s bytes into core ``core``'s LX at ``byte_offset``."""
+    machine.lx(core).write(byte_offset, array)
+
+
 # --------------------------------------------------------------------------------------------
 # ktir/
 
@@ -390,10 +395,13 @@ def _distributed_view_copy(_: Path) -> None:
     a = f16(rng_for(rel).standard_normal((192, 64)))
     m = ktir.Machine()
     place_at(m, 0, 2, a[:96].copy(), "A_HBM")
-    # Rows 96..127 live column-major (strides [1, 64]) in core 0's LX at element 12288; rows
-    # 128..191 row-major in core 1's LX at element 16384.
-    m.lx(0).write(12288 * 2, np.ascontiguousarray(a[96:128].T))
-    m.lx(1).write(16384 * 2, a[128:].copy())
+    # Rows 96..127 live column-major in core 0's LX at element 12288 with strides [1, 64]:
+    # element (r, c) at r + 64 c, i.e. columns padded to 64 slots; rows 128..191 row-major in
+    # core 1's LX at element 16384.
+    lx0 = np.zeros((64, 64), np.float16)  # [column, slot]
+    lx0[:, :32] = a[96:128].T
+    write_lx(m, 0, 12288 * 2, lx0)
+    write_lx(m, 1, 16384 * 2, a[128:])
     b = place_at(m, 24576, 2, np.zeros((192, 64), np.float16), "B")
     run(rel, m, [])
     np.testing.assert_array_equal(b.array, a)
@@ -493,47 +501,73 @@ def _indirect_scatter(_: Path) -> None:
     np.testing.assert_array_equal(y_of(region), expected)
 
 
-PAGED_LX = 64 * 1024 * 1024  # the 4x8x2048x128 f16 data tile is 16 MiB
+PAGED_LX = 64 * 1024 * 1024  # room for the 16 MiB (4x8x2048x128 f16) data tile
+PAGES, PAGE_ELEMS = 10000, 8 * 64 * 128
 
 
 def page_table(r: np.random.Generator) -> np.ndarray:
-    return r.choice(10000, size=(4, 32), replace=False).astype(np.int32)
+    return r.choice(PAGES, size=(4, 32), replace=False).astype(np.int32)
 
 
-@kernel("rfc/paged-tensor-copy.mlir")
+def paged_store(m, byte_address: int, name: str):
+    """The whole 10000-page tensor as one region: np.zeros is lazily mapped, so only the pages a
+    test writes or the kernel touches cost memory."""
+    return place_at(m, byte_address, 1, np.zeros((PAGES, 8, 64, 128), np.float16), name)
+
+
+def run_paged_copy(ids: np.ndarray, pages: dict[int, np.ndarray], lx_capacity: int) -> np.ndarray:
+    """Run paged-tensor-copy at its byte addresses; return Y [4, 2048, 8, 128]."""
+    m = ktir.Machine(address_unit=1, lx_capacity=lx_capacity)
+    x = paged_store(m, 30_000_000, "X")
+    for p, page in pages.items():
+        x.array[p] = page
+    # Idx (byte 20M) lies inside Y (bytes [10M, 26.78M)): one region holds both.
+    y_and_idx = np.zeros(4 * 2048 * 8 * 128, np.float16)
+    idx_offset = 20_000_000 - 10_000_000  # Idx's byte offset inside Y
+    y_and_idx.view(np.uint8)[idx_offset : idx_offset + ids.nbytes] = ids.view(np.uint8).ravel()
+    region = place_at(m, 10_000_000, 1, y_and_idx, "Y+Idx")
+    run("rfc/paged-tensor-copy.mlir", m, [])
+    return region.array.reshape(4, 2048, 8, 128)
+
+
+@kernel("rfc/paged-tensor-copy.mlir", expected_failure=True)
 def _paged_tensor_copy(_: Path) -> None:
     rel = "rfc/paged-tensor-copy.mlir"
     r = rng_for(rel)
     ids = page_table(r)
     pages = {int(p): f16(r.standard_normal((8, 64, 128))) for p in ids.ravel()}
-    # Byte addresses (the paged examples count bytes: "X spans [10M, 26.78M) - 16.78 MB"). Only
-    # the 128 pages the table names exist. Idx (20M) lies inside Y ([10M, 26.78M)): one region.
-    m = ktir.Machine(address_unit=1, lx_capacity=PAGED_LX)
-    for p, page in pages.items():
-        place_at(m, 30_000_000 + p * 65536 * 2, 1, page, f"X.page{p}")
-    y_and_idx = np.zeros(4 * 2048 * 8 * 128, np.float16)
-    idx_offset = 20_000_000 - 10_000_000  # Idx's byte offset inside Y
-    y_and_idx.view(np.uint8)[idx_offset : idx_offset + ids.nbytes] = ids.view(np.uint8).ravel()
-    region = place_at(m, 10_000_000, 1, y_and_idx, "Y+Idx")
-    run(rel, m, [])
-    expected = gather.paged_to_contiguous(pages, ids, 64)
-    np.testing.assert_array_equal(region.array.reshape(expected.shape), expected)
+    # As written it needs a 16 MiB data tile in a 2 MiB LX: the emulator must refuse it...
+    with pytest.raises(ktir.EmulationFault, match="LX"):
+        run_paged_copy(ids, pages, lx_capacity=2 * 1024 * 1024)
+    # ...and with a large enough LX it must copy exactly.
+    y = run_paged_copy(ids, pages, lx_capacity=PAGED_LX)
+    np.testing.assert_array_equal(y, gather.paged_to_contiguous(pages, ids, 64))
 
 
-@kernel("rfc/paged-tensor-write.mlir")
+def run_paged_write(ids: np.ndarray, x: np.ndarray, lx_capacity: int) -> np.ndarray:
+    """Run paged-tensor-write at its byte addresses; return the paged Y [10000, 8, 64, 128]."""
+    m = ktir.Machine(address_unit=1, lx_capacity=lx_capacity)
+    place_at(m, 10_000_000, 1, x, "X")
+    place_at(m, 30_000_000, 1, ids, "Idx")
+    y = paged_store(m, 40_000_000, "Y")
+    run("rfc/paged-tensor-write.mlir", m, [])
+    return y.array
+
+
+@kernel("rfc/paged-tensor-write.mlir", expected_failure=True)
 def _paged_tensor_write(_: Path) -> None:
     rel = "rfc/paged-tensor-write.mlir"
     r = rng_for(rel)
     ids = page_table(r)
     x = f16(r.standard_normal((4, 2048, 8, 128)))
-    m = ktir.Machine(address_unit=1, lx_capacity=PAGED_LX)
-    place_at(m, 10_000_000, 1, x, "X")
-    place_at(m, 30_000_000, 1, ids, "Idx")
-    dest = {int(p): place_at(m, 40_000_000 + int(p) * 65536 * 2, 1, np.zeros((8, 64, 128), np.float16), f"Y.page{p}") for p in ids.ravel()}
-    run(rel, m, [])
+    with pytest.raises(ktir.EmulationFault, match="LX"):
+        run_paged_write(ids, x, lx_capacity=2 * 1024 * 1024)
+    y = run_paged_write(ids, x, lx_capacity=PAGED_LX)
     expected = gather.contiguous_to_pages(x, ids, 64)
-    for p, buf in dest.items():
-        np.testing.assert_array_equal(buf.array, expected[p], err_msg=f"page {p}")
+    for p, page in expected.items():
+        np.testing.assert_array_equal(y[p], page, err_msg=f"page {p}")
+    # Nothing else was written: the other 9872 pages are still zero.
+    assert np.count_nonzero(y) == sum(np.count_nonzero(page) for page in expected.values())
 
 
 # --------------------------------------------------------------------------------------------
