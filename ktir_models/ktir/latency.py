@@ -261,6 +261,7 @@ class _View:
     strides: tuple
     itemsize: int
     space: str  # "hbm" | "lx"
+    base_arg: str | None = None  # the kernel argument the offset comes from (None: computed)
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,8 @@ class _CoreWalker:
         self.env: dict[Value, object] = {}
         self.hbm_bpc = params.hbm_bytes_per_cycle_per_core(fn.num_cores)
         self.stick_cache = stick_cache
+        self.footprints: list | None = None  # (op, tile) of every store, when recording
+        self.trip_limit = EXACT_TRIP_LIMIT
         for a in fn.args:
             # pointers are modelled as stick-aligned bases (offset 0); scalar arguments are unknown
             self.env[a] = 0 if a.name.endswith("_ptr") or a.name.endswith("ptr") else None
@@ -443,8 +446,11 @@ class _CoreWalker:
         sizes = _static_or_dynamic(op.attrs.get("static_sizes"), op.groups.get("sizes", []), self.env)
         strides = _static_or_dynamic(op.attrs.get("static_strides"), op.groups.get("strides", []), self.env)
         space = getattr(op.attrs.get("memory_space"), "kind", "hbm")
+        offset_value = op.groups["offset"][0] if op.groups.get("offset") else None
+        base_arg = offset_value.name.lstrip("%") if offset_value in self.fn.args else None
         self.env[op.result] = _View(off if isinstance(off, int) else None, tuple(sizes),
-                                    tuple(strides), _itemsize(t), "lx" if space == "lx" else "hbm")
+                                    tuple(strides), _itemsize(t), "lx" if space == "lx" else "hbm",
+                                    base_arg)
 
     def access_tile(self, op: Op) -> None:
         base = self.env.get(op.groups["base"][0]) if op.groups.get("base") else None
@@ -617,6 +623,8 @@ def _h_load(w: _CoreWalker, op: Op, scale: float) -> None:
 
 
 def _h_store(w: _CoreWalker, op: Op, scale: float) -> None:
+    if w.footprints is not None:
+        w.footprints.append((op, w.env.get(op.operands[1])))
     w.move(op, op.operands[1], scale, write=True)
 
 
@@ -655,7 +663,7 @@ def _h_for(w: _CoreWalker, op: Op, scale: float) -> None:
         w.block(body, scale)
         return
     trips = max(0, -(-(ub - lb) // step))
-    if trips <= EXACT_TRIP_LIMIT:
+    if trips <= w.trip_limit:
         for t in range(trips):
             w.env[iv] = lb + t * step
             w.block(body, scale)
@@ -792,3 +800,45 @@ def model_latency(functions: Iterable[tuple[str, Function]],
             cache[id(fn)] = function_latency(fn, params, label)
         nodes.append(replace(cache[id(fn)], label=label))
     return ModelLatency(params, nodes)
+
+
+# ------------------------------------------------------------------------------------ store map
+
+
+@dataclass
+class StoreFootprint:
+    """The elements one ``ktdp.store`` execution writes, as element offsets from the start of the
+    kernel argument ``arg`` (None when the placement cannot be known without running)."""
+
+    op: Op
+    core: int
+    arg: str | None
+    offsets: np.ndarray | None
+
+
+def store_footprints(fn: Function, max_trips: int = 4096) -> list[StoreFootprint]:
+    """Every store execution of ``fn`` on every core, in program order (used to name the store
+    that wrote a given output element). Loops longer than ``max_trips`` are sampled once."""
+    params = HardwareParams(num_cores=max(32, fn.num_cores))
+    out: list[StoreFootprint] = []
+    cores = range(fn.num_cores) if _uses_tile_id(fn) else [0]
+    for c in cores:
+        walker = _CoreWalker(fn, c, _core_coords(fn.grid, c), params, [], {})
+        walker.footprints = []
+        walker.trip_limit = max_trips
+        walker.block(fn.body.block, 1.0)
+        for op, tile in walker.footprints:
+            offs = None
+            arg = None
+            if isinstance(tile, _Tile) and tile.view is not None:
+                arg = tile.view.base_arg
+                v = tile.view
+                if tile.anchor is not None and tile.extents is not None and v.offset is not None \
+                        and len(v.strides) == len(tile.extents) and None not in v.strides:
+                    grids = np.meshgrid(*[np.arange(e, dtype=np.int64) for e in tile.extents],
+                                        indexing="ij")
+                    offs = v.offset + sum((g + a) * s for g, a, s in
+                                          zip(grids, tile.anchor, v.strides))
+                    offs = np.asarray(offs, dtype=np.int64).reshape(-1)
+            out.append(StoreFootprint(op, c, arg, offs))
+    return out

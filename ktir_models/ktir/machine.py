@@ -187,6 +187,35 @@ class HBM:
         del self._starts[k]
 
 
+class LXMemory:
+    """One core's LX scratchpad: ``capacity`` bytes addressed from 0 (``data`` is the uint8 array)."""
+
+    def __init__(self, core: int, capacity: int):
+        self.core = core
+        self.data = np.zeros(capacity, dtype=np.uint8)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.data.shape[0])
+
+    def _range(self, byte_offset: int, nbytes: int) -> slice:
+        if byte_offset < 0 or byte_offset + nbytes > self.capacity:
+            raise UserError(f"LX of core {self.core}: bytes {byte_offset}..{byte_offset + nbytes}"
+                            f" are outside its {self.capacity} bytes")
+        return slice(byte_offset, byte_offset + nbytes)
+
+    def write(self, byte_offset: int, array) -> None:
+        """Copy ``array``'s bytes (row-major) into LX at ``byte_offset``."""
+        raw = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        self.data[self._range(int(byte_offset), raw.shape[0])] = raw
+
+    def read(self, byte_offset: int, shape, dtype) -> np.ndarray:
+        """A copy of LX bytes at ``byte_offset`` viewed as ``dtype`` with ``shape``."""
+        dtype = np.dtype(dtype)
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return self.data[self._range(int(byte_offset), n)].view(dtype).reshape(shape).copy()
+
+
 @dataclass
 class RunStats:
     """What one :meth:`Plan.run` reports."""
@@ -222,7 +251,7 @@ class Machine:
         self.lx_capacity = int(lx_capacity)
         self.num_cores = int(num_cores)
         self.hbm = HBM(self)
-        self._lx: dict[int, np.ndarray] = {}
+        self._lx: dict[int, LXMemory] = {}
         self._plans: dict[int, object] = {}
         # f32 copies of read-only HBM tiles that feed matmuls: key -> (version, array)
         self.f32_cache: dict = {}
@@ -232,15 +261,15 @@ class Machine:
     def unit_bytes(self, dtype: np.dtype) -> int:
         return self._unit or np.dtype(dtype).itemsize
 
-    def lx(self, core: int) -> np.ndarray:
-        """Core ``core``'s LX scratchpad bytes (allocated on first use)."""
-        if not 0 <= core < self.num_cores:
-            raise FaultSignal(f"LX of core {core} does not exist ({self.num_cores} cores)")
-        arr = self._lx.get(core)
-        if arr is None:
-            arr = np.zeros(self.lx_capacity, dtype=np.uint8)
-            self._lx[core] = arr
-        return arr
+    def lx(self, core: int) -> LXMemory:
+        """Core ``core``'s LX scratchpad (allocated on first use)."""
+        mem = self._lx.get(core)
+        if mem is None:
+            if not 0 <= core < self.num_cores:
+                raise FaultSignal(f"LX of core {core} does not exist ({self.num_cores} cores)")
+            mem = LXMemory(core, self.lx_capacity)
+            self._lx[core] = mem
+        return mem
 
     def compile(self, fn):
         """Compile ``fn`` once into a plan (cached per Function object)."""

@@ -34,7 +34,7 @@ INDEX_DT = np.dtype(np.int64)
 
 class View:
     __slots__ = ("space", "core", "byte_addr", "dtype", "sizes", "strides", "lo", "hi", "cset",
-                 "syms", "region", "flat", "elem_off", "nd", "where")
+                 "syms", "region", "flat", "elem_off", "nd", "where", "hbm")
 
     def __init__(self, machine, space: MemorySpace, core: int, byte_addr: int, dtype,
                  sizes: tuple, strides: tuple, cset, syms: tuple):
@@ -45,6 +45,7 @@ class View:
         self.sizes = sizes
         self.strides = strides
         self.syms = syms
+        self.hbm = machine.hbm
         box = cset.box_bounds() if cset is not None else None
         if cset is None:
             self.lo = (0,) * len(sizes)
@@ -75,7 +76,7 @@ class View:
         else:
             self.where = f"LX of core {core}"
             rel = byte_addr
-            lx = machine.lx(core)
+            lx = machine.lx(core).data
             if rel < 0 or rel >= lx.shape[0]:
                 self.flat = None
                 self.elem_off = 0
@@ -179,6 +180,8 @@ def _strided_block(view: View, lo, ext) -> np.ndarray:
     if view.nd is not None:
         return view.nd[_box_slices(view, lo, ext)]
     if view.flat is None:
+        if view.space == "hbm":
+            raise _Spill()
         raise _no_memory(view)
     item = view.dtype.itemsize
     local = [a - l for a, l in zip(lo, view.lo)]
@@ -187,6 +190,8 @@ def _strided_block(view: View, lo, ext) -> np.ndarray:
     low = start + sum(x for x in span if x < 0)
     high = start + sum(x for x in span if x > 0)
     if low < 0 or high >= view.flat.shape[0]:
+        if view.space == "hbm":
+            raise _Spill()
         raise FaultSignal(f"access runs outside {view.where}: elements {low}..{high} of "
                           f"{view.flat.shape[0]}")
     if any(e == 0 for e in ext):
@@ -198,10 +203,14 @@ def _strided_block(view: View, lo, ext) -> np.ndarray:
 def _offsets(view: View, pts: np.ndarray) -> np.ndarray:
     """Element offsets (into view.flat) of global points, checked against the memory bounds."""
     if view.flat is None:
+        if view.space == "hbm":
+            raise _Spill()
         raise _no_memory(view)
     local = pts - np.asarray(view.lo, dtype=np.int64)
     offs = local @ np.asarray(view.strides, dtype=np.int64) + view.elem_off
     if offs.size and (offs.min() < 0 or offs.max() >= view.flat.shape[0]):
+        if view.space == "hbm":
+            raise _Spill()
         raise FaultSignal(f"access runs outside {view.where}")
     return offs
 
@@ -249,7 +258,10 @@ def load_tile(tile: Tile) -> np.ndarray:
     view = tile.view
     if tile.points is None and isinstance(view, View):
         _box_check(view, tile.lo, tile.ext)
-        block = _strided_block(view, tile.lo, tile.ext)
+        try:
+            block = _strided_block(view, tile.lo, tile.ext)
+        except _Spill:
+            return _gather_spill(view, _tile_points(tile)).reshape(tile.shape)
         region = view.region
         if region is not None and region.mask is not None:
             if not _mask_view(region, view, tile.lo, tile.ext).all():
@@ -261,10 +273,68 @@ def load_tile(tile: Tile) -> np.ndarray:
     return _gather(view, pts).reshape(tile.shape)
 
 
+class _Spill(Exception):
+    """The access leaves the view's base region: resolve element by element across regions."""
+
+
+def _byte_addresses(view: View, pts: np.ndarray) -> np.ndarray:
+    local = pts - np.asarray(view.lo, dtype=np.int64)
+    return view.byte_addr + (local @ np.asarray(view.strides, dtype=np.int64)) * view.dtype.itemsize
+
+
+def _region_groups(view: View, pts: np.ndarray):
+    """Yield (region, element offsets into region.typed, selector) for HBM accesses that span
+    several regions (e.g. a paged view whose pages are separate allocations)."""
+    hbm = view.hbm
+    item = view.dtype.itemsize
+    addrs = _byte_addresses(view, pts)
+    starts = np.asarray(hbm._starts, dtype=np.int64)
+    ends = np.asarray([r.end for r in hbm.regions], dtype=np.int64)
+    k = np.searchsorted(starts, addrs, side="right") - 1
+    bad = (k < 0) | (addrs + item > ends[np.maximum(k, 0)] if len(ends) else True)
+    if np.any(bad):
+        j = int(np.argmax(bad))
+        raise FaultSignal(f"access to HBM byte {int(addrs[j])} (coordinate "
+                          f"{tuple(int(x) for x in pts[j])}) that no allocated region covers")
+    for kk in np.unique(k):
+        sel = k == kk
+        region = hbm.regions[int(kk)]
+        rel = addrs[sel] - region.start
+        if np.any(rel % item):
+            raise FaultSignal(f"misaligned {item}-byte access in region {region.name!r}")
+        yield region, rel // item, sel
+
+
+def _gather_spill(view: View, pts: np.ndarray) -> np.ndarray:
+    out = np.empty(pts.shape[0], dtype=view.dtype)
+    for region, offs, sel in _region_groups(view, pts):
+        if region.mask is not None:
+            item = view.dtype.itemsize
+            if not region.mask[(offs * item)[:, None] + np.arange(item)].all():
+                raise FaultSignal(f"read of never-written HBM in region {region.name!r}")
+        out[sel] = region.typed(view.dtype)[offs]
+    return out
+
+
+def _scatter_spill(view: View, pts: np.ndarray, vals: np.ndarray) -> None:
+    for region, offs, sel in _region_groups(view, pts):
+        if not region.writable:
+            raise FaultSignal(f"store into read-only HBM region {region.name!r}")
+        region.typed(view.dtype)[offs] = vals[sel]
+        region.version += 1
+        if region.mask is not None:
+            item = view.dtype.itemsize
+            region.mask[(offs * item)[:, None] + np.arange(item)] = True
+            _maybe_drop_mask(region)
+
+
 def _gather(view, pts: np.ndarray) -> np.ndarray:
     if isinstance(view, View):
         _points_check(view, pts)
-        offs = _offsets(view, pts)
+        try:
+            offs = _offsets(view, pts)
+        except _Spill:
+            return _gather_spill(view, pts)
         _check_written(view, offs)
         return view.flat[offs]
     out = np.empty(pts.shape[0], dtype=view.dtype)
@@ -293,7 +363,11 @@ def store_tile(tile: Tile, value: np.ndarray) -> None:
     view = tile.view
     if tile.points is None and isinstance(view, View):
         _box_check(view, tile.lo, tile.ext)
-        block = _strided_block(view, tile.lo, tile.ext)
+        try:
+            block = _strided_block(view, tile.lo, tile.ext)
+        except _Spill:
+            _scatter_spill(view, _tile_points(tile), np.asarray(value).reshape(-1))
+            return
         if not block.flags.writeable or (view.region is not None and not view.region.writable):
             raise FaultSignal(f"store into read-only memory ({view.where})")
         if tile.perm is not None:
@@ -314,7 +388,11 @@ def store_tile(tile: Tile, value: np.ndarray) -> None:
 def _scatter(view, pts: np.ndarray, vals: np.ndarray) -> None:
     if isinstance(view, View):
         _points_check(view, pts)
-        offs = _offsets(view, pts)
+        try:
+            offs = _offsets(view, pts)
+        except _Spill:
+            _scatter_spill(view, pts, vals)
+            return
         if view.region is not None and not view.region.writable:
             raise FaultSignal(f"store into read-only memory ({view.where})")
         view.flat[offs] = vals
