@@ -20,8 +20,9 @@ vanishes over the layers.
 - every projection also has a rank-``LOW_RANK`` component shared across the layers (a few directions
   the model "prefers"), so activations are correlated like trained ones, not white noise.
 
-Values are drawn per tensor from ``SeedSequence([seed, tensor index])`` in fixed-size chunks, so
-the result is identical whatever the sharding.
+Values are drawn per block of rows from ``SeedSequence([seed, tensor index, block index])`` with
+fixed-size blocks, so the result is identical whatever the sharding or the number of threads
+(blocks are generated on a small thread pool; numpy releases the GIL while filling them).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import os
 import shutil
 import tempfile
 import time
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -42,14 +45,16 @@ from ktir_models.model.config import ModelConfig
 from ktir_models.model.safetensors_writer import DTYPES, TensorPlan, write_safetensors
 from ktir_models.model.weights import expected_shapes
 
-RECIPE_VERSION = "1"
+RECIPE_VERSION = "2"
 QK_GAIN = 1.4
 ECHO_SIGMAS = 9.0
 NORM_GAIN_FINAL = 1.0
 NORM_JITTER = 0.05
 LOW_RANK = 4
 LOW_RANK_WEIGHT = 0.3  # fraction of a matrix's variance in its shared low-rank part
-CHUNK_ELEMENTS = 1 << 22  # 4 Mi elements (16 MiB of f32) per generated chunk
+CHUNK_ELEMENTS = 1 << 22  # 4 Mi elements (16 MiB of f32) per generated block
+LOOKAHEAD_BLOCKS = 6  # blocks in flight on the thread pool (bounds memory)
+GENERATION_THREADS = 4
 
 
 def cache_root(override: Path | None = None) -> Path:
@@ -117,21 +122,24 @@ def write_synthetic(
     order = {plan.name: index for index, plan in enumerate(plans)}
     shared = _shared_directions(cfg, seed)
 
+    pool = ThreadPoolExecutor(max_workers=max(1, min(GENERATION_THREADS, os.cpu_count() or 1)))
+
     def chunks(plan: TensorPlan) -> Iterator[np.ndarray]:
-        return _tensor_chunks(plan, cfg, np.random.default_rng([seed, order[plan.name]]), shared)
+        return _tensor_chunks(plan, cfg, seed, order[plan.name], shared, pool)
 
     shards = _split(plans, max_shard_bytes)
     metadata = {"ktir_models": f"synthetic seed={seed} recipe={RECIPE_VERSION}"}
-    if len(shards) == 1:
-        write_safetensors(out_dir / "model.safetensors", shards[0], chunks, metadata)
-    else:
-        weight_map = {}
-        for k, shard in enumerate(shards, 1):
-            file_name = f"model-{k:05d}-of-{len(shards):05d}.safetensors"
-            write_safetensors(out_dir / file_name, shard, chunks, metadata)
-            weight_map.update({plan.name: file_name for plan in shard})
-        index = {"metadata": {"total_size": sum(p.nbytes for p in plans)}, "weight_map": weight_map}
-        (out_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+    with pool:
+        if len(shards) == 1:
+            write_safetensors(out_dir / "model.safetensors", shards[0], chunks, metadata)
+        else:
+            weight_map = {}
+            for k, shard in enumerate(shards, 1):
+                file_name = f"model-{k:05d}-of-{len(shards):05d}.safetensors"
+                write_safetensors(out_dir / file_name, shard, chunks, metadata)
+                weight_map.update({plan.name: file_name for plan in shard})
+            index = {"metadata": {"total_size": sum(p.nbytes for p in plans)}, "weight_map": weight_map}
+            (out_dir / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
     config = cfg.to_hf_dict()
     config["torch_dtype"] = dtype
     (out_dir / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -179,43 +187,62 @@ def _shared_directions(cfg: ModelConfig, seed: int) -> dict[int, np.ndarray]:
     return out
 
 
-def _tensor_chunks(plan: TensorPlan, cfg: ModelConfig, rng: np.random.Generator,
-                   shared: dict[int, np.ndarray]) -> Iterator[np.ndarray]:
-    """The f32 values of one tensor, row blocks at a time (see the module docstring)."""
-    name, shape = plan.name, plan.shape
-    if len(shape) == 1:  # RMSNorm weights
-        gain = NORM_GAIN_FINAL if name == "model.norm.weight" else 1.0
-        yield gain * (1.0 + NORM_JITTER * rng.standard_normal(shape[0], dtype=np.float32))
-        return
-    rows, cols = shape
-    if name == "model.embed_tokens.weight" or name == "lm_head.weight":
-        gain = None  # unit-norm rows
-    elif name.endswith(("q_proj.weight", "k_proj.weight")):
-        gain = QK_GAIN / np.sqrt(cols)
-    elif name.endswith(("o_proj.weight", "down_proj.weight")):
-        gain = residual_write_rms(cfg) / np.sqrt(cols) / np.sqrt(cfg.num_hidden_layers)
-    else:
-        gain = 1.0 / np.sqrt(cols)
-    # Low-rank part: row r gets sum_j a[r, j] * in_dir[j] (in_dir orthonormal over the columns),
-    # scaled so it holds LOW_RANK_WEIGHT of each row's expected squared norm.
+def _tensor_gain(name: str, cols: int, cfg: ModelConfig) -> float | None:
+    """Scale of a matrix's entries (None: unit-norm rows), see the module docstring."""
+    if name in ("model.embed_tokens.weight", "lm_head.weight"):
+        return None
+    if name.endswith(("q_proj.weight", "k_proj.weight")):
+        return QK_GAIN / np.sqrt(cols)
+    if name.endswith(("o_proj.weight", "down_proj.weight")):
+        return residual_write_rms(cfg) / np.sqrt(cols) / np.sqrt(cfg.num_hidden_layers)
+    return 1.0 / np.sqrt(cols)
+
+
+def _matrix_block(seed: int, tensor_index: int, block_index: int, rows: int, cols: int,
+                  gain: float | None, in_dirs: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """One block of rows of a matrix, already in the file's element type. Each block has its own
+    generator (seeded by tensor and block index), so blocks can be made in any order, in parallel."""
+    rng = np.random.default_rng([seed, tensor_index, block_index])
     # The embedding has no low-rank part: a shared subspace in the token directions would be
     # amplified by every projection that reads it and swamp the first layer's writes.
     low_rank = 0.0 if gain is None else LOW_RANK_WEIGHT
-    in_dirs = shared[cols]
-    noise_w = np.float32(np.sqrt(1.0 - low_rank))
-    low_w = np.float32(np.sqrt(low_rank * cols / LOW_RANK))
-    block = max(1, CHUNK_ELEMENTS // cols)
-    for start in range(0, rows, block):
-        n = min(block, rows - start)
-        values = rng.standard_normal((n, cols), dtype=np.float32)
-        values *= noise_w
-        coeff = rng.standard_normal((n, LOW_RANK), dtype=np.float32) * low_w
+    values = rng.standard_normal((rows, cols), dtype=np.float32)
+    values *= np.float32(np.sqrt(1.0 - low_rank))
+    if low_rank:
+        # row r gains sum_j a[r, j] * in_dir[j] (orthonormal directions over the columns), holding
+        # LOW_RANK_WEIGHT of the row's expected squared norm
+        coeff = rng.standard_normal((rows, LOW_RANK), dtype=np.float32)
+        coeff *= np.float32(np.sqrt(low_rank * cols / LOW_RANK))
         values += coeff @ in_dirs
-        if gain is None:
-            values /= np.linalg.norm(values, axis=1, keepdims=True)
-        else:
-            values *= np.float32(gain)
-        yield values
+    if gain is None:
+        values /= np.linalg.norm(values, axis=1, keepdims=True)
+    else:
+        values *= np.float32(gain)
+    return values.astype(dtype)
+
+
+def _tensor_chunks(plan: TensorPlan, cfg: ModelConfig, seed: int, tensor_index: int,
+                   shared: dict[int, np.ndarray], pool: ThreadPoolExecutor) -> Iterator[np.ndarray]:
+    """The values of one tensor, row blocks at a time, made by ``pool`` a few blocks ahead."""
+    dtype = DTYPES[plan.dtype][1]
+    if len(plan.shape) == 1:  # RMSNorm weights
+        rng = np.random.default_rng([seed, tensor_index, 0])
+        gain = NORM_GAIN_FINAL if plan.name == "model.norm.weight" else 1.0
+        yield (gain * (1.0 + NORM_JITTER * rng.standard_normal(plan.shape[0], dtype=np.float32))).astype(dtype)
+        return
+    rows, cols = plan.shape
+    gain = _tensor_gain(plan.name, cols, cfg)
+    block = max(1, CHUNK_ELEMENTS // cols)
+    starts = list(range(0, rows, block))
+    ahead = LOOKAHEAD_BLOCKS  # bounded look-ahead keeps memory at a few blocks
+    pending: deque[Future] = deque()
+    for k, start in enumerate(starts):
+        pending.append(pool.submit(_matrix_block, seed, tensor_index, k, min(block, rows - start), cols,
+                                   gain, shared[cols], dtype))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
 
 
 def tiny_config(**overrides) -> ModelConfig:
