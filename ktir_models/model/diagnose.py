@@ -178,6 +178,9 @@ class Culprit:
         if self.op_loc:
             lines.append(f"largest error at output[{self.worst[0]}, {self.worst[1]}], computed by "
                          f"{self.op} at {self.op_loc}, stored at {self.store_loc}")
+        elif self.store_loc is None:
+            lines.append(f"largest error at output[{self.worst[0]}, {self.worst[1]}]: no store of "
+                         f"this node writes that element (a wrong offset or bound leaves it unwritten)")
         if self.excerpt:
             lines.append(self.excerpt)
         return "\n".join(lines)
