@@ -37,3 +37,82 @@ def check(files: List[Path] = typer.Argument(..., help="KTIR files (.mlir / .kti
         print(f"{path}: ok ({len(module.functions)} function(s): {names}; {ops} ops; {ms:.1f} ms)")
     if failed:
         raise UserError(f"{failed} of {len(files)} file(s) have errors")
+
+
+def _parse_scalars(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, val = item.partition("=")
+        if not eq or not key:
+            raise UserError(f"--scalar {item!r}: expected NAME=VALUE")
+        out[key.lstrip("%")] = val
+    return out
+
+
+@app.command("run")
+def run(
+    file: Path = typer.Argument(..., help="KTIR file"),
+    fn: Optional[str] = typer.Option(None, "--fn", help="function to run (default: the only one)"),
+    inputs: Optional[Path] = typer.Option(None, "--inputs", help=".npz: argument name -> array"),
+    out: Optional[Path] = typer.Option(None, "--out", help=".npz receiving every buffer argument"),
+    scalar: List[str] = typer.Option([], "--scalar", help="scalar argument NAME=VALUE (repeat)"),
+    lx_capacity: int = typer.Option(2 * 1024 * 1024, "--lx-capacity", help="LX bytes per core"),
+    address_unit: str = typer.Option("element", "--address-unit",
+                                     help="element | byte | stick"),
+):
+    """Run one function: arrays from --inputs are placed in HBM and their arguments receive the
+    buffers' addresses; scalars come from --scalar; buffers are written to --out."""
+    import numpy as np
+
+    from ..ktir import Machine, load_module
+    from ..ktir.ir import ScalarType
+
+    module = load_module(file)
+    function = module.function(fn) if fn else module.only_function
+    arrays: dict[str, np.ndarray] = {}
+    if inputs is not None:
+        if not inputs.is_file():
+            raise UserError(f"--inputs {inputs}: no such file")
+        try:
+            with np.load(inputs, allow_pickle=False) as data:
+                arrays = {k.lstrip("%"): data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise UserError(f"--inputs {inputs}: cannot read .npz ({exc})") from None
+    if out is not None:
+        if inputs is not None and out.resolve() == inputs.resolve():
+            raise UserError(f"--out {out}: refusing to overwrite the input file")
+        if out.resolve() == Path(file).resolve():
+            raise UserError(f"--out {out}: refusing to overwrite the program")
+    scalars = _parse_scalars(scalar)
+    names = function.arg_names
+    unknown = sorted(set(arrays) - set(names)) + sorted(set(scalars) - set(names))
+    if unknown:
+        raise UserError(f"{file}: @{function.name} has no argument(s) {', '.join(unknown)} "
+                        f"(arguments: {', '.join(names)})")
+    machine = Machine(lx_capacity=lx_capacity, address_unit=address_unit
+                      if address_unit in ("element", "byte", "stick") else int(address_unit))
+    args: dict[str, object] = {}
+    buffers = {}
+    for name, arg in zip(names, function.args):
+        if name in arrays:
+            buf = machine.hbm.allocate_from(np.array(arrays[name]), name=name)
+            buffers[name] = buf
+            args[name] = buf.address
+        elif name in scalars:
+            t = arg.type
+            text = scalars[name]
+            try:
+                args[name] = float(text) if isinstance(t, ScalarType) and t.is_float \
+                    else int(text, 0)
+            except ValueError:
+                raise UserError(f"--scalar {name}={text}: not a valid {t} value") from None
+        else:
+            raise UserError(f"{file}: argument %{name} of @{function.name} needs an array in "
+                            "--inputs or a --scalar value")
+    stats = machine.compile(function).run(args)
+    print(stats)
+    if out is not None:
+        tmp = out.with_name(out.name + ".partial.npz")
+        np.savez(tmp, **{n: b.read() for n, b in buffers.items()})
+        tmp.replace(out)
+        print(f"wrote {len(buffers)} buffer(s) to {out}")
