@@ -43,6 +43,28 @@ def is_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
+def _endpoint_unreachable() -> str | None:
+    """A reason when the hub's host name does not even resolve (no network, no DNS), else None.
+
+    The client retries a failing request for ~20 s before giving up; a failed name lookup lets us
+    say so at once.
+    """
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    host = urlparse(url).hostname
+    if not host:
+        return f"HF_ENDPOINT {url!r} has no host name"
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError as exc:
+        return f"cannot resolve {host}: {exc.strerror or exc}"
+    return None
+
+
 def _advice(repo_id: str, revision: str | None, cache: Path, reason: str) -> UserError:
     where = f"{repo_id}@{revision or 'main'}"
     mode = "offline (HF_HUB_OFFLINE=1)" if is_offline() else "the hub could not be reached"
@@ -75,6 +97,9 @@ def snapshot_dir(repo_id: str, revision: str | None, cache_dir: Path | None = No
         cached_error = exc
     if is_offline():
         raise _advice(repo_id, revision, cache, _reason(cached_error))
+    unreachable = _endpoint_unreachable()
+    if unreachable:
+        raise _advice(repo_id, revision, cache, unreachable)
     try:
         return Path(snapshot_download(**kwargs))
     except Exception as exc:  # network, auth, missing repo/revision: all user-facing
@@ -93,6 +118,9 @@ def fetch_config(repo_id: str, revision: str | None, cache_dir: Path | None = No
         cached_error = exc
     if is_offline():
         raise _advice(repo_id, revision, cache, _reason(cached_error))
+    unreachable = _endpoint_unreachable()
+    if unreachable:
+        raise _advice(repo_id, revision, cache, unreachable)
     try:
         return Path(hf_hub_download(**kwargs))
     except Exception as exc:

@@ -115,3 +115,16 @@ def test_a_fresh_process_honours_hf_home_and_offline(hub_cache):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [f"hub:{REPO}@v2", COMMIT_B, "20"]
+
+
+def test_online_but_unresolvable_endpoint_fails_at_once(hub_cache, monkeypatch):
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")  # .invalid never resolves (RFC 2606)
+    start = time.perf_counter()
+    with pytest.raises(UserError, match=r"could not be reached \[cannot resolve hub.invalid.*--weights synthetic"):
+        get_checkpoint(resolve_model("smollm2-135m"), "hub")
+    assert time.perf_counter() - start < 10
+    # a cached snapshot is still used without any network
+    assert get_checkpoint(resolve_model(REPO), "hub").directory.name == COMMIT_A
