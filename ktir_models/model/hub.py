@@ -35,9 +35,9 @@ def hub_cache_dir(cache_dir: Path | None = None) -> Path:
 
 
 def is_offline() -> bool:
-    """True when ``HF_HUB_OFFLINE`` is set to a true value (now, or when the client was imported)."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
-        return True
+    """``HF_HUB_OFFLINE`` as set now; when unset, the client's setting from its import time."""
+    if "HF_HUB_OFFLINE" in os.environ:
+        return os.environ["HF_HUB_OFFLINE"].strip().lower() in _TRUE
     from huggingface_hub import constants
 
     return bool(constants.HF_HUB_OFFLINE)
