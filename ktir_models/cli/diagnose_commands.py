@@ -1,0 +1,122 @@
+"""`ktir-models diagnose` (which node is wrong, and why) and `ktir-models latency` (roofline).
+
+Exit codes: diagnose 0 when every node is within its f16 band, 1 when a node jumps out of it or
+the emulator faults, 2 on bad input. latency 0 (2 on bad input). Both write only the ``--json``
+report (atomically).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import Mismatch, UserError
+from .app import app
+
+
+class _Doc:
+    """A plain dict in the shape report.write_json expects (an object with ``to_json``)."""
+
+    def __init__(self, data: dict):
+        self.data = data
+
+    def to_json(self) -> dict:
+        return self.data
+
+
+def _hardware(cores: int, clock_ghz: float, hbm_tb_s: float, pipeline: str):
+    from ..ktir.latency import HardwareParams
+
+    try:
+        return HardwareParams(num_cores=cores, clock_ghz=clock_ghz, hbm_tb_per_s=hbm_tb_s,
+                              pipeline=pipeline)
+    except ValueError as exc:
+        raise UserError(f"latency parameters: {exc}") from None
+
+
+def program_latency(program: Path, params=None):
+    """The latency model of a fixture directory's nodes, in manifest order (used by `latency`
+    and `forward --latency`)."""
+    from .. import ktir
+    from ..ktir.latency import model_latency
+    from ..model.manifest import load_manifest
+
+    manifest = load_manifest(program)
+    modules: dict[str, object] = {}
+    functions = []
+    for i, node in enumerate(manifest.nodes):
+        if node.mlir not in modules:
+            modules[node.mlir] = ktir.load_module(manifest.directory / node.mlir)
+        fn = modules[node.mlir].functions.get(node.fn)
+        if fn is None:
+            raise UserError(f"manifest.json: nodes[{i}].fn: no function @{node.fn} in {node.mlir}")
+        functions.append((f"node{i}", fn))
+    return model_latency(functions, params)
+
+
+@app.command()
+def latency(
+    program: Path = typer.Argument(..., help="Fixture dir (manifest.json + node*.mlir)."),
+    top: Optional[int] = typer.Option(None, "--top", help="Show only the N most expensive nodes."),
+    cores: int = typer.Option(32, "--cores", help="Cores on the chip."),
+    clock_ghz: float = typer.Option(1.0, "--clock-ghz", help="Core clock in GHz."),
+    hbm_tb_s: float = typer.Option(0.128, "--hbm-tb-s", help="Chip-wide HBM bandwidth in TB/s."),
+    pipeline: str = typer.Option("serial", "--pipeline", help="serial or overlapped."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+) -> None:
+    """Cycle-approximate roofline of a program: per node, per category, bottlenecks."""
+    from ..model.report import check_json_target, write_json
+
+    if json_path is not None:
+        check_json_target(json_path)
+    result = program_latency(program, _hardware(cores, clock_ghz, hbm_tb_s, pipeline))
+    print(result.render(limit=top))
+    if json_path is not None:
+        write_json(json_path, _Doc({"latency": result.as_dict()}))
+
+
+@app.command()
+def diagnose(
+    model: str = typer.Argument(..., help="Registry name, local checkpoint dir, or HF repo id."),
+    program: Path = typer.Option(..., "--program", help="Fixture dir (manifest.json + node*.mlir)."),
+    weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
+    seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
+    table: bool = typer.Option(False, "--table", help="Print every compared node's error."),
+    strict: bool = typer.Option(False, "--strict", help="Emulator numeric warnings (NaN/Inf from "
+                                "finite inputs, f16 overflow/underflow, write conflicts) fail."),
+    checks: bool = typer.Option(False, "--checks", help="Run the emulator's checking mode and list its warnings."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+) -> None:
+    """Run the program and transformers side by side; name the first node out of its f16 band."""
+    from ..model.diagnose import diagnose as run_diagnose
+    from ..model.manifest import check_signatures, load_manifest, validate
+    from ..model.registry import resolve_model
+    from ..model.report import check_json_target, write_json
+    from ..model.weights import get_checkpoint
+
+    if json_path is not None:
+        check_json_target(json_path)
+    spec = resolve_model(model)
+    manifest = load_manifest(program)
+    validate(manifest, spec.config)
+    check_signatures(manifest)
+    ckpt = get_checkpoint(spec, weights, seed=seed)
+    checker = None
+    if checks or strict:
+        from ..ktir.checks import NumericChecks
+
+        checker = NumericChecks(strict=strict)
+    report = run_diagnose(manifest, spec.config, ckpt, checks=checker)
+    print(report.render(table=table))
+    warnings = list(checker.warnings) if checker is not None else []
+    for w in warnings:
+        print(f"warning  {w}")
+    if json_path is not None:
+        data = report.as_dict()
+        data["warnings"] = [str(w) for w in warnings]
+        write_json(json_path, _Doc({"diagnose": data}))
+    if not report.ok:
+        raise Mismatch("diagnose: " + (f"fault in node {report.fault_node}" if report.fault
+                                       else f"node {report.culprit.node} is out of its f16 band"))
