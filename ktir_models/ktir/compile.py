@@ -125,6 +125,9 @@ class Compiler:
                 raise KtirError.at(op.loc, f"the emulator does not implement '{op.name}'")
             step = builder(self, op)
             if step is not None:
+                checks = getattr(self.machine, "checks", None)  # optional checking mode (checks.py)
+                if checks is not None:
+                    step = checks.wrap(self, op, step)
                 step.op = op
                 steps.append(step)
         return steps
@@ -262,6 +265,8 @@ class Plan:
                                  f"{machine.num_cores}", function=fn.name, op="func.func",
                                  loc=fn.loc)
         X, Y, _ = fn.grid
+        if getattr(machine, "checks", None) is not None:
+            machine.checks.begin_run(fn.name)
         t0 = time.perf_counter()
         c = self._c
         exchange = _Exchange(n) if self.inter_tile else None
