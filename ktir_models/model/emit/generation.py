@@ -8,7 +8,9 @@ wrote, never host-made.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -129,3 +131,26 @@ def forward_after_prefill(ckpt: Any, name: str, mode: str, tokens: int, past: in
         session.run(prefix, golden_token_ids(past, cfg.vocab_size), past=0)
     program = session.load(cached_program(cfg, mode, tokens, past, capacity=capacity, name=name))
     return session.run(program, np.asarray(ids), past=past), ids
+
+
+def prefill_cache_inputs(ckpt: Any, program_dir: Path) -> dict[int, np.ndarray]:
+    """The KV cache a decode-after-prefill program of ours expects, made by our own prefill.
+
+    For an emitted program with ``past = P > 0`` (``program_dir``), run our prefill program (m = P,
+    same capacity) over the golden-convention prefix ids and return ``{tensor id: cache}`` for
+    every ``prefix_k``/``prefix_v`` tensor of that program (f16 ``[C, kv_dim]``, rows ``>= P``
+    zero) — ready to bind as the host values of those tensors. Empty for ``P = 0``.
+    """
+    doc = json.loads((Path(program_dir) / "manifest.json").read_text(encoding="utf-8"))
+    past, capacity = int(doc["past"]), int(doc["capacity"])
+    if past == 0:
+        return {}
+    cfg = ckpt.config
+    session = Session(ckpt)
+    prefill = session.load(cached_program(cfg, "prefill", past, 0, capacity=capacity, name=doc.get("model", "model")))
+    session.run(prefill, golden_token_ids(past, cfg.vocab_size), past=0)
+    out: dict[int, np.ndarray] = {}
+    for entry in doc["kv_cache"]["layers"]:
+        k, v = session.cache(int(entry["layer"]))
+        out[int(entry["k"])], out[int(entry["v"])] = k, v
+    return out
