@@ -13,12 +13,14 @@ vanishes over the layers.
 - ``embed_tokens``: random directions, every row scaled to norm 1.
 - norm weights: ``1 + 0.05 N(0,1)`` (final norm: ``NORM_GAIN_FINAL`` times that).
 - projections: ``N(0,1) / sqrt(fan_in)`` times a gain; ``q``/``k`` carry ``QK_GAIN`` (sharper
-  attention); ``o``/``down`` (the writes into the residual) carry ``RESIDUAL_GAIN / sqrt(layers)``
-  so the sum of all layers' writes keeps a fixed scale relative to the token embedding, which the
-  residual stream keeps carrying. That embedding component gives each row a clear top-1 through the
-  tied lm_head; the layers' writes spread the other logits.
-- every projection also has a rank-``LOW_RANK`` component shared across the layers (a few directions
-  the model "prefers"), so activations are correlated like trained ones, not white noise.
+  attention); ``o``/``down`` (the writes into the residual) carry
+  ``residual_write_rms(cfg) / sqrt(layers)`` so the sum of all layers' writes keeps a fixed scale
+  relative to the token embedding, which the residual stream keeps carrying. That embedding
+  component gives each row a clear top-1 through the tied lm_head; the layers' writes spread the
+  other logits.
+- every projection also has a rank-``LOW_RANK`` component whose input directions are shared by all
+  matrices of the same input width (a few directions the model "prefers"), so activations are
+  correlated like trained ones, not white noise.
 
 Values are drawn per block of rows from ``SeedSequence([seed, tensor index, block index])`` with
 fixed-size blocks, so the result is identical whatever the sharding or the number of threads
