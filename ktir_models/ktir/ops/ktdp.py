@@ -453,11 +453,25 @@ def build_memory_view(c, op):
                                    f"{len(op.groups['sizes'])} dynamic sizes bind them")
     unit = machine.unit_bytes(dtype)
     ir = c.slot(op.result)
+    # Views are rebuilt for every core and pass; cache them by everything they depend on. A cached
+    # HBM view stays valid while the same region object still covers its address.
+    cache: dict = {}
+    hbm = machine.hbm
 
     def step(env):
         core = space.core if space.core is not None else env[0].core
-        env[ir] = View(machine, space, core, int(env[ioff]) * unit, dtype, sizes_fn(env),
-                       strides_fn(env), cset, dyn_sizes_fn(env))
+        addr = int(env[ioff]) * unit
+        key = (addr, core, sizes_fn(env), strides_fn(env), dyn_sizes_fn(env))
+        v = cache.get(key)
+        if v is not None and (v.region is None or hbm.find(addr) is v.region) and \
+                v.region is not None:
+            env[ir] = v
+            return
+        v = View(machine, space, core, addr, dtype, key[2], key[3], cset, key[4])
+        if len(cache) > 256:
+            cache.clear()
+        cache[key] = v
+        env[ir] = v
 
     return step
 
