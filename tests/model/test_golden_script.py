@@ -28,10 +28,13 @@ def _load_script():
 gen_golden = _load_script()
 
 
-@pytest.fixture
-def synthetic_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path / "cache"))
-    return tmp_path
+@pytest.fixture(scope="module")
+def synthetic_cache(tmp_path_factory):
+    """One synthetic-weights cache for the module (the SmolLM2 checkpoint is generated once)."""
+    root = tmp_path_factory.mktemp("gen_golden")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KTIR_MODELS_CACHE", str(root / "cache"))
+        yield root
 
 
 def test_scratchy_smollm2_decode_fixture(corpus_dir, synthetic_cache):
@@ -65,6 +68,21 @@ def test_scratchy_smollm2_decode_fixture(corpus_dir, synthetic_cache):
     before = (out / "golden.f16.gz").read_bytes()
     gen_golden.generate(fixture, "smollm2-135m", "synthetic", out=out, force=True)
     assert (out / "golden.f16.gz").read_bytes() == before
+
+
+def test_scratchy_smollm2_prefill_fixture(corpus_dir, synthetic_cache):
+    fixture = corpus_dir / "scratchy" / "smollm2-135m-prefill"
+    out = synthetic_cache / "prefill"
+    gen_golden.generate(fixture, "smollm2-135m", "synthetic", out=out)
+    ckpt = get_checkpoint(resolve_model("smollm2-135m"), "synthetic")
+    ids = golden_token_ids(32, 49152)
+    golden = read_f16_gz(out / "golden.f16.gz", (32, 49152))
+    np.testing.assert_array_equal(golden, live_forward(ckpt, ids).logits.astype(np.float16))
+    np.testing.assert_array_equal(read_f16_gz(out / "t0.f16.gz", (32, 576)), embedding_rows(ckpt, ids))
+    cos, _ = rope_tables(ckpt.config, np.arange(32))
+    np.testing.assert_array_equal(read_f16_gz(out / "t5.f16.gz", (32, 64)), cos)
+    assert (read_f16_gz(out / "t787.f16.gz", (1, 64)) == MASKED).all()
+    assert json.loads((out / "golden.json").read_text())["positions"] == list(range(32))
 
 
 def test_refuses_to_write_into_the_corpus(corpus_dir, capsys):
