@@ -7,6 +7,7 @@ comes from its cache (``$KTIR_MODELS_CACHE/programs``).
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -104,7 +105,9 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         golden = golden_mod.read_f16_gz(golden_path, (m, cfg.vocab_size))
     vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest)) if choice == "vendored" else {}
 
+    start = time.perf_counter()
     ckpt = get_checkpoint(spec, weights, seed=seed)
+    weights_seconds = time.perf_counter() - start
     pass_ = pass_spec(manifest, cfg)
 
     runner = Runner(manifest, show_progress=not quiet)
@@ -119,6 +122,8 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
     golden_seconds = 0.0
     if choice == "live":
         start = time.perf_counter()
+        if quiet or not sys.stderr.isatty():
+            _quiet_transformers()
         golden = golden_mod.live_logits(ckpt, pass_.token_ids, past=pass_.past, prefix_ids=pass_.prefix_ids)
         golden_seconds = time.perf_counter() - start
 
@@ -155,6 +160,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
             "marshal": t.marshal,
             "execute": t.execute_median,
             "golden": golden_seconds,
+            "weights": weights_seconds,
         },
         slowest_nodes=[
             {"node": i, "fn": fn, "seconds": s} for i, fn, s in runner.slowest_nodes(5)
@@ -189,3 +195,13 @@ def _metrics_dict(met) -> dict:
         "cosine": float(met.cosine),
     }
 
+
+
+def _quiet_transformers() -> None:
+    """No "Loading weights" bar from transformers when the user asked for quiet (or no tty)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # the golden itself reports the missing dependency
+        pass

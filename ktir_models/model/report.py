@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import UserError
 
 #: Largest accepted ``max_abs / max|golden|``; see docs/forward.md for its derivation.
-REL_TOLERANCE = 2.0**-5
+REL_TOLERANCE = 2.0**-6
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,10 @@ class ForwardReport:
             )
         s = self.seconds
         lines.append(
-            "seconds  parse {parse:.2f}  compile {compile:.2f}  marshal {marshal:.2f}  "
-            "execute {execute:.2f} (median of {n})  golden {golden:.2f}".format(n=self.repeat, **s)
+            "seconds  weights {weights:.2f}  parse {parse:.2f}  compile {compile:.2f}  marshal {marshal:.2f}  "
+            "execute {execute:.2f} (median of {n})  golden {golden:.2f}".format(
+                n=self.repeat, **{"weights": 0.0, "golden": 0.0, "compile": 0.0, **s}
+            )
         )
         if self.slowest_nodes:
             shown = ", ".join(f"{d['node']} {d['seconds']:.2f}s" for d in self.slowest_nodes[:3])
