@@ -323,7 +323,16 @@ def locate(manifest: Manifest, error: NodeError, module: Any) -> Culprit:
             store = fp.op  # the last store covering the element wins
     store_loc = op_name = op_loc = None
     lines: list[int] = []
-    if store is not None:
+    if store is None:
+        # nothing wrote the element: show every store into this output and where its tile is placed
+        for fp in store_footprints(fn):
+            if fp.arg == out_arg and fp.op.loc.line not in lines:
+                lines.append(fp.op.loc.line)
+                tile_op = fp.op.operands[1].owner
+                if tile_op is not None:
+                    lines.append(tile_op.loc.line)
+                    lines += [v.owner.loc.line for v in tile_op.operands[1:] if v.owner is not None]
+    else:
         store_loc = str(store.loc)
         lines.append(store.loc.line)
         value = store.operands[0]
