@@ -31,6 +31,9 @@ def forward(
     ),
     mode: Optional[str] = typer.Option(None, "--mode", help="decode or prefill (must agree with --program)."),
     tokens: Optional[int] = typer.Option(None, "--tokens", help="Tokens per pass m (must agree with --program)."),
+    past: int = typer.Option(
+        0, "--past", min=0, help="Emitted programs only: tokens already in the KV cache (our prefill writes it first)."
+    ),
     weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
     golden: str = typer.Option(
         "auto",
@@ -54,7 +57,9 @@ def forward(
         check_json_target(json_path)
 
     if program is None:
-        program = _emit(model, mode, tokens)
+        program = _emit(model, mode, tokens, past)
+    elif past:
+        raise UserError("--past: only for our emitted programs (a --program carries its own past)")
     report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet)
     print(report.render())
     if json_path is not None:
@@ -63,7 +68,7 @@ def forward(
         raise Mismatch("forward: FAIL: " + "; ".join(report.reasons))
 
 
-def _emit(model: str, mode: str | None, tokens: int | None) -> Path:
+def _emit(model: str, mode: str | None, tokens: int | None, past: int = 0) -> Path:
     """Our own program for MODEL, from the emitter's program cache (emitted on a miss)."""
     from ..model.registry import resolve_model
 
@@ -75,7 +80,7 @@ def _emit(model: str, mode: str | None, tokens: int | None) -> Path:
             "forward: our KTIR emitter is not available in this build; pass --program DIR "
             "(a fixture directory with manifest.json and node*.mlir)"
         ) from None
-    return cached_program(spec.config, mode or "decode", tokens, 0, name=spec.name)
+    return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
 
 
 def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet):
@@ -109,6 +114,11 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
     ckpt = get_checkpoint(spec, weights, seed=seed)
     weights_seconds = time.perf_counter() - start
     pass_ = pass_spec(manifest, cfg)
+    if pass_.past and manifest.extras.get("format") == "ktir-models/1":
+        # Our programs continue a real KV cache: our own prefill program writes it (emit docs).
+        from ..model.emit.generation import prefill_cache_inputs
+
+        vendored = {**prefill_cache_inputs(ckpt, program), **vendored}
 
     runner = Runner(manifest, show_progress=not quiet)
     runner.load()
