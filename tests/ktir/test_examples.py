@@ -25,10 +25,10 @@ import pytest
 
 from conftest import REPO_ROOT, corpus_missing_reason, corpus_path
 from references import attention, ffn, gather, llama, rowwise
+from references.tolerance import U16, assert_f16_gemm_close, assert_within
 
 ktir = pytest.importorskip("ktir_models.ktir")
 
-U16 = 2.0**-11  # float16 unit roundoff
 STICK = 128  # bytes per HBM stick
 COVERAGE_DOC = REPO_ROOT / "docs" / "corpus-coverage.md"
 
@@ -77,21 +77,6 @@ def f16(a) -> np.ndarray:
     return np.asarray(a).astype(np.float16)
 
 
-def assert_within(got: np.ndarray, ref: np.ndarray, bound, what: str) -> None:
-    """Finite, same shape, and ``|got - ref| <= bound`` elementwise (bound may be a scalar)."""
-    assert got.shape == ref.shape, f"{what}: shape {got.shape} != reference {ref.shape}"
-    g = got.astype(np.float64)
-    assert np.all(np.isfinite(g)), f"{what}: non-finite values"
-    err = np.abs(g - np.asarray(ref, dtype=np.float64))
-    limit = np.broadcast_to(np.asarray(bound, dtype=np.float64), err.shape)
-    if np.any(err > limit):
-        worst = np.unravel_index(np.argmax(err - limit), err.shape)
-        raise AssertionError(
-            f"{what}: {int((err > limit).sum())}/{err.size} out of tolerance; worst at {worst}: "
-            f"got {g[worst]!r} ref {float(ref[worst])!r} |err| {err[worst]:.3g} > {limit[worst]:.3g}"
-        )
-
-
 def exact_f16_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One correctly rounded f16 add is exactly round(a + b): the reference for bit-exact adds."""
     return (a.astype(np.float64) + b.astype(np.float64)).astype(a.dtype)
@@ -101,15 +86,6 @@ def dyadic(rng: np.random.Generator, shape, lo: int = -64, hi: int = 64, denom: 
     """float16 values k/denom with small integer k: sums of a few of them are exact in f16, so
     reductions can be compared bit for bit whatever their association order."""
     return (rng.integers(lo, hi, size=shape) / denom).astype(np.float16)
-
-
-def gemm_bound(ref: np.ndarray, k_steps: int) -> np.ndarray:
-    """Tolerance of a K-blocked f16 GEMM: each of ``k_steps`` partial products is rounded to f16
-    once and added to an f16 accumulator (another rounding). The 2n independent roundings act on
-    values no larger than ~|y| with std <= u|y|/sqrt(3), so the accumulated error has std
-    <= u*sqrt(2n/3)*rms(y); allow 5 sigma of that plus the last rounding u|y|."""
-    rms = float(np.sqrt(np.mean(np.square(ref))))
-    return 5.0 * U16 * np.sqrt(2.0 * k_steps / 3.0) * rms + U16 * np.abs(ref)
 
 
 def place_at(machine, address: int, unit: int, array: np.ndarray, name: str):
@@ -276,7 +252,7 @@ def _matmul_small(_: Path) -> None:
     c = m.hbm.allocate((16, 64), "float16", name="c")
     run(rel, m, [ab.address, bb.address, c.address, 64, 8, 32, 32])
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    assert_within(c.array, ref, gemm_bound(ref, 2), rel)
+    assert_f16_gemm_close(c.array, ref, 2, rel)
 
 
 @kernel("latency/ring_reduce_multi_group.mlir")
@@ -339,9 +315,10 @@ def _rope_fwd(_: Path) -> None:
     ref = llama.rope(tokens_major, full_cos, full_sin, dim).reshape(seq, heads, dim)
     ref = ref.transpose(1, 0, 2).reshape(heads * seq, dim)
     got = out.array
-    # Two f16 products and one f16 add per element: |err| <= 2u(|x1 c| + |x2 s|) <= 2u*(|x1|+|x2|).
+    # Two f16 products and one f16 add per element: |err| < 2.01u(|x1 c| + |x2 s|), a hard bound
+    # (see the scratchy RoPE nodes); with |c|, |s| <= 1 it is at most 2.01u(|x1| + |x2|).
     halves = np.abs(x.astype(np.float64))
-    bound = 2.0 * U16 * (halves + np.concatenate([halves[:, dim // 2 :], halves[:, : dim // 2]], 1))
+    bound = 2.01 * U16 * (halves + np.concatenate([halves[:, dim // 2 :], halves[:, : dim // 2]], 1))
     assert_within(got, ref, bound + 1e-6, rel)
 
 
@@ -585,9 +562,9 @@ def _sdpa_pv_ksplit(_: Path) -> None:
     c = m.hbm.allocate((1, 128), "float16", name="c")
     run(rel, m, [pb.address, vb.address, c.address])
     ref = p.astype(np.float64) @ v.astype(np.float64)
-    # 16 per-core partial products (each one f16 rounding) folded in f16 across cores (15 more):
-    # the K-blocked GEMM bound with 16 steps.
-    assert_within(c.array, ref, gemm_bound(ref, 16), rel)
+    # 16 per-core partial products (each one f16 rounding) folded in f16 across cores (15 more
+    # roundings): the K-blocked GEMM error model with 16 steps.
+    assert_f16_gemm_close(c.array, ref, 16, rel)
 
 
 # --------------------------------------------------------------------------------------------
@@ -650,7 +627,7 @@ def _matmul_fwd(_: Path) -> None:
     c = m.hbm.allocate((64, 8192), "float16", name="c")
     run(rel, m, [ab.address, bb.address, c.address, 2048, 32, 512, 128])
     ref = a.astype(np.float32) @ b.astype(np.float32)
-    assert_within(c.array, ref.astype(np.float64), gemm_bound(ref, 2048 // 128), rel)
+    assert_f16_gemm_close(c.array, ref.astype(np.float64), 2048 // 128, rel)
 
 
 @kernel("triton-ktir/paged_attention.mlir")
@@ -685,10 +662,11 @@ def _sdpa_2d(_: Path) -> None:
     out = m.hbm.allocate((32, 64), "float16", name="out")
     run(rel, m, [qb.address, kb.address, vb.address, out.address])
     ref = attention.sdpa(q, k, v, 0.125)
-    # All-f16 attention: scores q.k/8 (|s| <~ 4) rounded twice (~2u|s| abs), f16 exp, a
-    # sequential f16 sum of 32 weights and a divide: each weight is off by <~ 1%; the output
-    # is a convex combination of |v| <~ 4.5, so <~ 0.05 worst case, ~10x less typically.
-    assert_within(out.array, ref, 0.02 + 0.01 * np.abs(ref), rel)
+    # All-f16 attention as in the scratchy attention nodes: scores q.k/8 (|s| <~ 4) rounded
+    # twice (<= 4e-3 abs, i.e. <= 0.4% on each exp), f16 exp, a sequential f16 sum of 32
+    # weights and a divide; the output error, a random-signed mix of weight errors times
+    # values ~N(0, 1), is ~1e-3 (observed max 9e-4): 6e-3 + 0.6% keeps a ~5x margin.
+    assert_within(out.array, ref, 6e-3 + 6e-3 * np.abs(ref), rel)
 
 
 @kernel("triton-ktir/softmax_fwd_ktir.mlir")
