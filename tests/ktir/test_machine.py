@@ -384,3 +384,53 @@ def test_lx_overflow_and_high_water():
     assert "LX scratchpad overflow" in str(info.value)
     assert info.value.op == "arith.mulf" and info.value.core == 0
     assert info.value.function == "k"
+
+
+def test_generic_with_index_and_reduction_insert_slice_generate():
+    body = (view("va", "a", (4, 8), "f32") + view("vo", "o", (4,), "f32")
+            + view("vp", "p", (4, 8), "f32") + view("vg", "g", (2, 3), "f32")
+            + tile("ta", "va", (4, 8), (4, 8), "%c0, %c0", "f32") + load("x", "ta", (4, 8), "f32")
+            # row sums of x[i, j] * j via a generic with a reduction loop and linalg.index
+            + "    %z = arith.constant dense<0.0> : tensor<4xf32>\n"
+            + "    %s = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, "
+              "affine_map<(d0, d1) -> (d0)>], iterator_types = [\"parallel\", \"reduction\"]} "
+              "ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) {\n"
+              "    ^bb0(%in: f32, %acc: f32):\n"
+              "      %j = linalg.index 1 : index\n"
+              "      %ji = arith.index_cast %j : index to i32\n"
+              "      %jf = arith.sitofp %ji : i32 to f32\n"
+              "      %m = arith.mulf %in, %jf : f32\n"
+              "      %n = arith.addf %acc, %m : f32\n"
+              "      linalg.yield %n : f32\n    } -> tensor<4xf32>\n"
+            # insert a 2x2 block of ones into x at [1, 3]
+            + "    %one = arith.constant dense<1.0> : tensor<2x2xf32>\n"
+            + "    %ins = tensor.insert_slice %one into %x[1, 3] [2, 2] [1, 1] : tensor<2x2xf32> "
+              "into tensor<4x8xf32>\n"
+            # generate g[i, j] = 10 * i + j
+            + "    %gen = tensor.generate {\n    ^bb0(%i: index, %k: index):\n"
+              "      %c10 = arith.constant 10 : index\n      %t = arith.muli %i, %c10 : index\n"
+              "      %u = arith.addi %t, %k : index\n      %ui = arith.index_cast %u : index to i32\n"
+              "      %uf = arith.sitofp %ui : i32 to f32\n      tensor.yield %uf : f32\n"
+              "    } : tensor<2x3xf32>\n"
+            + "    %flat = tensor.collapse_shape %gen [[0, 1]] : tensor<2x3xf32> into tensor<6xf32>\n"
+            + "    %back = tensor.expand_shape %flat [[0, 1]] output_shape [2, 3] : tensor<6xf32> "
+              "into tensor<2x3xf32>\n"
+            + tile("to", "vo", (4,), (4,), "%c0", "f32") + store("s", "to", (4,), "f32")
+            + tile("tp", "vp", (4, 8), (4, 8), "%c0, %c0", "f32") + store("ins", "tp", (4, 8), "f32")
+            + tile("tg", "vg", (2, 3), (2, 3), "%c0, %c0", "f32") + store("back", "tg", (2, 3), "f32"))
+    fn = program("%a: index, %o: index, %p: index, %g: index", body)
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    m = ktir.Machine()
+    bx = m.hbm.allocate_from(x, name="a")
+    bo = m.hbm.allocate((4,), "float32", name="o")
+    bp = m.hbm.allocate((4, 8), "float32", name="p")
+    bg = m.hbm.allocate((2, 3), "float32", name="g")
+    run(fn, m, bx.address, bo.address, bp.address, bg.address)
+    ref = np.zeros(4, np.float32)
+    for j in range(8):  # sequential f32 fold, as the body is written
+        ref = (ref + x[:, j] * np.float32(j)).astype(np.float32)
+    np.testing.assert_array_equal(bo.read(), ref)
+    expect = x.copy()
+    expect[1:3, 3:5] = 1.0
+    np.testing.assert_array_equal(bp.read(), expect)
+    np.testing.assert_array_equal(bg.read(), [[0, 1, 2], [10, 11, 12]])
