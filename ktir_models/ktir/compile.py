@@ -304,7 +304,8 @@ def _run_threads(steps, envs, exchange: _Exchange) -> None:
 
     def worker(env):
         try:
-            run_steps(steps, env)
+            with np.errstate(all="ignore"):  # error state is per thread
+                run_steps(steps, env)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
             with exchange.cond:

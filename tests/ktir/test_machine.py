@@ -434,3 +434,40 @@ def test_generic_with_index_and_reduction_insert_slice_generate():
     expect[1:3, 3:5] = 1.0
     np.testing.assert_array_equal(bp.read(), expect)
     np.testing.assert_array_equal(bg.read(), [[0, 1, 2], [10, 11, 12]])
+
+
+def test_inter_tile_reduce_without_producers_is_a_deadlock_fault():
+    text = """
+#none = affine_set<(i)[g] : (i - 10 >= 0, -i + 10 >= 0)>
+#all = affine_set<(i)[g] : (i >= 0, -i + 1 >= 0)>
+module {
+  func.func @k() attributes {grid = [2]} {
+    %z = arith.constant dense<0.0> : tensor<1x4xf16>
+    %f = ktdp.inter_tile_produce producer_tiles_per_group = #all
+        : tensor<1x4xf16> -> !ktdp.tile_future<tensor<1x4xf16>, groups = affine_set<(g) : (g == 0)>>
+    { ^bb0(%gid: index):
+        ktdp.yield_partial %z : tensor<1x4xf16> }
+    %pid = ktdp.get_compute_tile_id : index
+    %c0 = arith.constant 0 : index
+    %first = arith.cmpi eq, %pid, %c0 : index
+    scf.if %first {
+      %g = ktdp.inter_tile_produce producer_tiles_per_group = #all
+          : tensor<1x4xf16> -> !ktdp.tile_future<tensor<1x4xf16>, groups = affine_set<(g) : (g == 0)>>
+      { ^bb0(%gid: index):
+          ktdp.yield_partial %z : tensor<1x4xf16> }
+      %s = ktdp.inter_tile_reduce(%g) consumer_tiles_per_group = #all, identity(%z : tensor<1x4xf16>)
+          : !ktdp.tile_future<tensor<1x4xf16>, groups = affine_set<(g) : (g == 0)>> -> tensor<4xf16>
+      { ^bb0(%l: tensor<1x4xf16>, %r: tensor<1x4xf16>):
+          %e = tensor.empty() : tensor<1x4xf16>
+          %t = linalg.add ins(%l, %r : tensor<1x4xf16>, tensor<1x4xf16>) outs(%e : tensor<1x4xf16>) -> tensor<1x4xf16>
+          ktdp.yield_reduced %t : tensor<1x4xf16> }
+    }
+    return
+  }
+}"""
+    module = ktir.parse_text(text, "d.mlir")
+    ktir.verify(module)
+    with pytest.raises(ktir.EmulationFault) as info:
+        ktir.Machine().compile(module.function("k")).run([])
+    assert "deadlock" in str(info.value) and info.value.op == "ktdp.inter_tile_reduce"
+    assert info.value.core == 0

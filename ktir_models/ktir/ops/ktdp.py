@@ -773,20 +773,31 @@ def build_reduce_tiles(c, op):
         ex = ctx.exchange
         box_key = (fut.key, g)
         deadline = time.monotonic() + 60.0
+        stuck_since = None
         with ex.cond:
-            while True:
-                box = ex.boxes.get(box_key, {})
-                if all(t in box for t in need):
-                    parts = [box[t] for t in need]
-                    break
-                if ex.failed is not None:
-                    raise FaultSignal("another core failed while this core waited in "
-                                      "inter_tile_reduce")
-                if ex.finished >= ex.n - 1 and ex.n > 1 or time.monotonic() > deadline:
-                    missing = [t for t in need if t not in box]
-                    raise FaultSignal(f"deadlock: waiting for partials of group {g} from "
-                                      f"core(s) {missing} that never produce them")
-                ex.cond.wait(0.05)
+            ex.blocked += 1
+            try:
+                while True:
+                    box = ex.boxes.get(box_key, {})
+                    if all(t in box for t in need):
+                        parts = [box[t] for t in need]
+                        break
+                    if ex.failed is not None:
+                        raise FaultSignal("another core failed while this core waited in "
+                                          "inter_tile_reduce")
+                    now = time.monotonic()
+                    # every core waiting or finished for a whole second: nobody can produce
+                    if ex.blocked + ex.finished >= ex.n:
+                        stuck_since = stuck_since or now
+                    else:
+                        stuck_since = None
+                    if (stuck_since is not None and now - stuck_since > 1.0) or now > deadline:
+                        missing = [t for t in need if t not in box]
+                        raise FaultSignal(f"deadlock: waiting for partials of group {g} from "
+                                          f"core(s) {missing} that never produce them")
+                    ex.cond.wait(0.05)
+            finally:
+                ex.blocked -= 1
         if not parts:
             acc = env[iid]
         else:
