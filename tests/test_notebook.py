@@ -1,0 +1,29 @@
+"""notebooks/walkthrough.ipynb runs top to bottom (so it cannot rot)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "walkthrough.ipynb"
+
+
+@pytest.mark.slow
+def test_walkthrough_notebook_runs(corpus_dir):
+    nbformat = pytest.importorskip("nbformat", reason="nbformat is part of the [test] extra")
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is part of the [test] extra")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    os.environ.setdefault("KTIR_CORPUS", str(corpus_dir))
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client.execute()
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                     for o in c.get("outputs", []))
+    assert "top-1 1/1" in text
+    assert "every compared node is within its f16 band" in text
+    assert "first node out of its f16 band: node 115" in text
+    images = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                 if "image/png" in o.get("data", {}))
+    assert images == 3
