@@ -425,13 +425,30 @@ def build_tile_id(c, op):
     return step
 
 
+def _operand_text(c, v) -> str:
+    """Python source reading ``v`` from ``env`` (a literal when it is a compile-time constant)."""
+    if c.is_const(v):
+        return repr(int(c.const(v)))
+    return f"env[{c.slot(v)}]"
+
+
 def _values_fn(c, vals):
-    """env -> tuple of the values' current ints (constants folded)."""
+    """env -> tuple of the values' current ints (constants folded), as generated code."""
     if all(c.is_const(v) for v in vals):
         t = tuple(int(c.const(v)) for v in vals)
         return lambda env: t
-    parts = [(True, int(c.const(v))) if c.is_const(v) else (False, c.slot(v)) for v in vals]
-    return lambda env: tuple(x if k else int(env[x]) for k, x in parts)
+    items = "".join(f"{_operand_text(c, v)}, " for v in vals)
+    return eval(f"lambda env: ({items})")
+
+
+def _anchor_fn(c, bm: affine.AffineMap, indices, offsets):
+    """env -> absolute lower corner: base_map(indices) + per-dim offsets, as generated code."""
+    names = [_operand_text(c, v) for v in indices]
+    parts = []
+    for e, off in zip(bm.results, offsets):
+        text = affine.to_python(e, names, [])
+        parts.append(f"{text} + {off}" if off else text)
+    return eval(f"lambda env: ({''.join(p + ', ' for p in parts)})")
 
 
 @register("ktdp.construct_memory_view")
@@ -551,10 +568,10 @@ def build_access_tile(c, op):
                     env[ir] = Tile(env[ibase], lo_abs, ext, perm, None, shape)
                 return step
 
+            lo_fn = _anchor_fn(c, bm, op.groups["indices"], los)
+
             def step(env):
-                anchor = anchor_of(idx_fn(env))
-                env[ir] = Tile(env[ibase], tuple(a + lo for a, lo in zip(anchor, los)), ext,
-                               perm, None, shape)
+                env[ir] = Tile(env[ibase], lo_fn(env), ext, perm, None, shape)
             return step
 
         def step(env):
