@@ -49,6 +49,17 @@ _TOKEN_RE = re.compile(
 _FIRST_KIND = {"%": "ssa", "@": "sym", "^": "label", '"': "string"}
 
 
+_KIND_CACHE: dict[str, str] = {}
+
+
+def _classify_new(t: str) -> str:
+    k = _classify(t)
+    if len(_KIND_CACHE) > 1_000_000:
+        _KIND_CACHE.clear()
+    _KIND_CACHE[t] = k
+    return k
+
+
 def _classify(t: str) -> str:
     c = t[:1]
     k = _FIRST_KIND.get(c)
@@ -106,7 +117,8 @@ class _Parser:
         found = [(m.start(1), m.group(1)) for m in _TOKEN_RE.finditer(text)]
         self.offs = [o for o, _ in found]
         self.texts = [t for _, t in found]
-        self.kinds = [_classify(t) for t in self.texts]
+        known = _KIND_CACHE.get
+        self.kinds = [known(t) or _classify_new(t) for t in self.texts]
         while self.kinds and self.kinds[-1] == "eof":
             self.kinds.pop()
             self.texts.pop()
@@ -655,6 +667,20 @@ def _subscript_expr(p: _Parser, captured: list[Value], table: dict[str, tuple],
                     stop: tuple[str, ...]) -> affine.Expr:
     """Parse an affine expression over SSA names; new outer names are appended to ``captured``."""
     start = p.pos
+    # fast path: a lone SSA name or integer (the common `%c0`, `%k7`, `3`)
+    if p.texts[start + 1] in stop:
+        kind, text = p.kinds[start], p.texts[start]
+        if kind == "int":
+            p.pos += 1
+            return ("c", int(text))
+        if kind == "ssa":
+            p.pos += 1
+            ref = table.get(text)
+            if ref is None:
+                captured.append(p.lookup(text, start))
+                ref = ("d", len(captured) - 1)
+                table[text] = ref
+            return ref
     depth = 0
     while True:
         t = p.peek()
