@@ -89,8 +89,13 @@ def run(
     if unknown:
         raise UserError(f"{file}: @{function.name} has no argument(s) {', '.join(unknown)} "
                         f"(arguments: {', '.join(names)})")
-    machine = Machine(lx_capacity=lx_capacity, address_unit=address_unit
-                      if address_unit in ("element", "byte", "stick") else int(address_unit))
+    unit: str | int = address_unit
+    if address_unit not in ("element", "byte", "stick"):
+        if not address_unit.isdigit() or int(address_unit) <= 0:
+            raise UserError(f"--address-unit {address_unit!r}: expected element, byte, stick or "
+                            "a positive number of bytes")
+        unit = int(address_unit)
+    machine = Machine(lx_capacity=lx_capacity, address_unit=unit)
     args: dict[str, object] = {}
     buffers = {}
     for name, arg in zip(names, function.args):
