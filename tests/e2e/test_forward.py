@@ -83,6 +83,17 @@ def test_corpus_forward_passes_against_live_golden(fixture: str, mode: str, m: i
     assert doc["weights"] == "synthetic:0"
 
 
+@pytest.mark.slow
+def test_forward_without_program_uses_our_emitter(tmp_path: Path) -> None:
+    """The README's main job: no --program, our emitted decode program, synthetic weights."""
+    report = tmp_path / "r.json"
+    proc = forward("smollm2-135m", "--weights", "synthetic", "--golden", "live", "--json", str(report), "--quiet")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    doc = json.loads(report.read_text())
+    assert doc["pass"] is True and doc["mode"] == "decode" and doc["tokens"] == 1
+    assert doc["metrics"]["max_abs_rel"] <= doc["tolerance"]
+
+
 @needs_corpus
 @pytest.mark.slow
 def test_planted_bug_fails_although_top1_agrees(tmp_path: Path) -> None:
