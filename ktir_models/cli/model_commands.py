@@ -60,7 +60,7 @@ def forward(
         program = _emit(model, mode, tokens, past)
     elif past:
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
-    report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet)
+    report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path)
     print(report.render())
     if json_path is not None:
         write_json(json_path, report)
@@ -83,7 +83,7 @@ def _emit(model: str, mode: str | None, tokens: int | None, past: int = 0) -> Pa
     return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
 
 
-def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet):
+def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet, json_path=None):
     from ..model import golden as golden_mod
     from ..model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from ..model.manifest import check_signatures, load_manifest, validate
@@ -113,6 +113,8 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
     start = time.perf_counter()
     ckpt = get_checkpoint(spec, weights, seed=seed)
     weights_seconds = time.perf_counter() - start
+    if json_path is not None:
+        _refuse_input_as_output(json_path, manifest, golden_path, ckpt)
     pass_ = pass_spec(manifest, cfg)
     if pass_.past and manifest.extras.get("format") == "ktir-models/1":
         # Our programs continue a real KV cache: our own prefill program writes it (emit docs).
@@ -178,6 +180,21 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         nonfinite=asdict(result.nonfinite) if result.nonfinite is not None else None,
         hbm_bytes=runner.hbm_bytes,
     )
+
+
+def _refuse_input_as_output(json_path: Path, manifest, golden_path: Path | None, ckpt) -> None:
+    """--json may only name a file this run does not read (never a program, golden or weight)."""
+    target = json_path.resolve()
+    inputs = [manifest.directory / "manifest.json", *(manifest.directory / n.mlir for n in manifest.nodes)]
+    inputs += list(manifest.directory.glob("*.f16.gz"))
+    if golden_path is not None:
+        inputs.append(golden_path)
+    directory = getattr(ckpt, "directory", None)
+    if directory is not None:
+        inputs += [p for p in Path(directory).iterdir() if p.is_file()]
+    for path in inputs:
+        if path.resolve() == target:
+            raise UserError(f"--json {json_path}: refusing to overwrite an input of this run ({path})")
 
 
 def _golden_choice(arg: str, program: Path) -> tuple[str, Path | None]:

@@ -286,6 +286,17 @@ def test_json_target_must_be_writable(tiny_model: Path, tmp_path: Path) -> None:
     assert_user_error(proc, "does not exist")
 
 
+def test_json_never_overwrites_an_input(tiny_model: Path, tmp_path: Path) -> None:
+    program = write_tiny_program(tmp_path / "prog")
+    _tiny_golden(tiny_model, tmp_path / "golden.f16.gz")
+    before = snapshot(tmp_path)
+    for target in (program / "manifest.json", program / "node1.mlir", tmp_path / "golden.f16.gz"):
+        proc = forward(str(tiny_model), "--program", str(program), "--golden", str(tmp_path / "golden.f16.gz"),
+                       "--json", str(target))
+        assert_user_error(proc, "refusing to overwrite an input of this run")
+    assert snapshot(tmp_path) == before
+
+
 def test_vendored_golden_missing(tiny_model: Path, tmp_path: Path) -> None:
     program = write_tiny_program(tmp_path / "prog")
     proc = forward(str(tiny_model), "--program", str(program), "--golden", "vendored")
