@@ -647,6 +647,29 @@ def build_indirect_tile(c, op):
     return step
 
 
+def load_f32(machine, tile: Tile) -> np.ndarray:
+    """The tile's values widened to f32 (exact). Box tiles of fully written HBM regions are cached
+    in ``machine.f32_cache`` (key: region + tile; valid while the region's write counter is
+    unchanged), so weights feeding matmuls are converted once, not per core and pass."""
+    view = tile.view
+    region = getattr(view, "region", None)
+    if tile.points is not None or region is None or region.mask is not None:
+        return load_tile(tile).astype(np.float32)
+    _box_check(view, tile.lo, tile.ext)
+    cache = machine.f32_cache
+    key = (id(region), view.byte_addr, view.strides, view.lo, tile.lo, tile.ext, tile.perm)
+    hit = cache.get(key)
+    if hit is not None and hit[0] == region.version and hit[1] is region:
+        return hit[2]
+    arr = load_tile(tile).astype(np.float32)
+    arr.flags.writeable = False
+    if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
+        if hit is None:
+            machine.f32_cache_used += arr.nbytes
+        cache[key] = (region.version, region, arr)
+    return arr
+
+
 def _only_matmul_users(c, v) -> bool:
     users = c.users.get(id(v), [])
     return bool(users) and all(u.name in ("linalg.matmul", "linalg.matmul_transpose_b",
@@ -661,30 +684,9 @@ def build_load(c, op):
     rt = op.result.type
     if _only_matmul_users(c, op.result) and rt.elem in ("f16", "bf16"):
         machine = c.machine
-        cache = machine.f32_cache
-        f32 = np.dtype(np.float32)
 
         def step(env):
-            tile = env[it]
-            view = tile.view
-            region = getattr(view, "region", None)
-            if tile.points is not None or region is None or region.mask is not None:
-                env[ir] = load_tile(tile).astype(f32)
-                return
-            _box_check(view, tile.lo, tile.ext)
-            key = (id(region), view.byte_addr, view.strides, view.lo, tile.lo, tile.ext,
-                   tile.perm)
-            hit = cache.get(key)
-            if hit is not None and hit[0] == region.version and hit[1] is region:
-                env[ir] = hit[2]
-                return
-            arr = load_tile(tile).astype(f32)
-            arr.flags.writeable = False
-            if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
-                if hit is None:
-                    machine.f32_cache_used += arr.nbytes
-                cache[key] = (region.version, region, arr)
-            env[ir] = arr
+            env[ir] = load_f32(machine, env[it])
 
         return step
 
