@@ -133,13 +133,15 @@ def node_cases() -> list:
 # Inputs
 
 
-def make_input(manifest: Manifest, shape: ModelShape, tensor_id: int, seed: int) -> np.ndarray:
+def make_input(
+    manifest: Manifest, shape: ModelShape, tensor_id: int, seed: int, open_prefix_rows: int = OPEN_PREFIX_ROWS
+) -> np.ndarray:
     """A float16 array for one input tensor, drawn according to what the tensor is."""
     rng = np.random.default_rng([seed, tensor_id])
     rows, cols = manifest.memory_shape(tensor_id)
     if tensor_id == manifest.attn_mask:
         mask = np.full((rows, cols), -65504.0)
-        mask[:, :OPEN_PREFIX_ROWS] = 0.0
+        mask[:, :open_prefix_rows] = 0.0
         return mask.astype(np.float16)
     source = manifest.sources.get(tensor_id)
     role = source["role"] if source else "activation"
@@ -287,6 +289,34 @@ def test_scratchy_node_matches_numpy(fixture: str, index: int, kind: str) -> Non
 
     else:  # pragma: no cover - the case list only holds the kinds above
         raise AssertionError(f"unknown node kind {kind}")
+
+
+@pytest.mark.parametrize("fixture", list(FIXTURES) if corpus_missing_reason() is None else [
+    pytest.param(None, marks=pytest.mark.skip(reason=corpus_missing_reason()))])
+def test_attention_with_empty_cache(fixture: str) -> None:
+    """The goldens' convention: an all -65504 mask (empty KV cache). Every prefix weight is then
+    exp(-65504 - max) = 0 exactly, so decode attention returns the fresh value row of each head's
+    kv group bit for bit, and prefill row i is causal attention over fresh rows 0..i only."""
+    manifest = load_manifest(fixture)
+    shape = FIXTURES[fixture]
+    node = manifest.nodes[6]
+    in_ids = [a["tensor"] for a in node["args"] if not a["is_output"]]
+    inputs = {t: make_input(manifest, shape, t, seed=11, open_prefix_rows=0) for t in in_ids}
+    (out_id,) = [a["tensor"] for a in node["args"] if a["is_output"]]
+    got = run_node(manifest, node, inputs)[out_id]
+    by_layer_node = {manifest.producer(t) % 15: t for t in in_ids if input_role(manifest, t) == "activation"}
+    q, k_new, v_new = (inputs[by_layer_node[p]] for p in (4, 5, 3))
+    group, d = shape.n_q_heads // shape.n_kv_heads, shape.head_dim
+    if q.shape[0] == 1:
+        expected = np.concatenate([v_new[:, (h // group) * d : (h // group + 1) * d] for h in range(shape.n_q_heads)], 1)
+        np.testing.assert_array_equal(got, expected)
+    else:
+        empty = np.zeros((0, v_new.shape[1]))
+        ref = llama.attention_with_prefix(
+            q, k_new, v_new, empty, empty, np.zeros((1, 0)), shape.n_q_heads, shape.n_kv_heads, d, causal=True
+        )
+        # Same error budget as the attention nodes above (here over <= 32 fresh keys).
+        assert_within(got, ref, 6e-3 + 6e-3 * np.abs(ref), f"{fixture} node6, empty cache")
 
 
 # --------------------------------------------------------------------------------------------
