@@ -488,7 +488,8 @@ def page_table(r: np.random.Generator) -> np.ndarray:
 
 def paged_store(m, byte_address: int, name: str):
     """The whole 10000-page tensor as one region: np.zeros is lazily mapped, so only the pages a
-    test writes or the kernel touches cost memory."""
+    test writes or the kernel touches cost memory. (The emulator wants the view's base, page 0,
+    backed by a region even though the kernel never touches it.)"""
     return place_at(m, byte_address, 1, np.zeros((PAGES, 8, 64, 128), np.float16), name)
 
 
