@@ -60,33 +60,36 @@ def _safe_open(path: Path):
         raise UserError(f"{path}: not a readable safetensors file ({exc})") from None
 
 
-def _index_tensors(directory: Path) -> dict[str, Path]:
-    """Map each tensor name to the file holding it (sharded via the index, or single files)."""
+def _index_tensors(directory: Path) -> dict[str, tuple[Path, tuple[int, ...]]]:
+    """Map each tensor name to the file holding it and its shape (headers only): through
+    ``model.safetensors.index.json`` when present, else every ``*.safetensors`` in the directory."""
     index_path = directory / INDEX_FILE
-    files: dict[str, Path] = {}
     if index_path.is_file():
         try:
             weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+            shards = sorted(set(weight_map.values()))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise UserError(f"{index_path}: not a safetensors index (needs 'weight_map'): {exc}") from None
-        for shard in sorted(set(weight_map.values())):
+        for shard in shards:
             if not (directory / shard).is_file():
                 raise UserError(f"{index_path}: shard {shard!r} is missing from {directory}")
-        for shard in sorted(set(weight_map.values())):
-            with _safe_open(directory / shard) as f:
-                present = set(f.keys())
-            for name, file_name in weight_map.items():
-                if file_name == shard and name not in present:
-                    raise UserError(f"{index_path}: tensor {name!r} is not in shard {shard!r}")
-        return {name: directory / shard for name, shard in weight_map.items()}
-    shards = sorted(directory.glob("*.safetensors"))
-    if not shards:
-        raise UserError(f"{directory}: no *.safetensors files (and no {INDEX_FILE})")
+    else:
+        shards = sorted(p.name for p in directory.glob("*.safetensors"))
+        if not shards:
+            raise UserError(f"{directory}: no *.safetensors files (and no {INDEX_FILE})")
+        weight_map = None
+    found: dict[str, tuple[Path, tuple[int, ...]]] = {}
     for shard in shards:
-        with _safe_open(shard) as f:
+        path = directory / shard
+        with _safe_open(path) as f:
             for name in f.keys():
-                files[name] = shard
-    return files
+                if weight_map is None or weight_map.get(name) == shard:
+                    found[name] = (path, tuple(f.get_slice(name).get_shape()))
+    if weight_map is not None:
+        for name, shard in weight_map.items():
+            if name not in found:
+                raise UserError(f"{index_path}: tensor {name!r} is not in shard {shard!r}")
+    return found
 
 
 @dataclass
@@ -102,15 +105,9 @@ class Checkpoint:
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
-        self._files = _index_tensors(self.directory)
-        self._shapes = {}
-        by_file: dict[Path, list[str]] = {}
-        for name, path in self._files.items():
-            by_file.setdefault(path, []).append(name)
-        for path, names in by_file.items():
-            with _safe_open(path) as f:
-                for name in names:
-                    self._shapes[name] = tuple(f.get_slice(name).get_shape())
+        found = _index_tensors(self.directory)
+        self._files = {name: path for name, (path, _) in found.items()}
+        self._shapes = {name: shape for name, (_, shape) in found.items()}
         for name, shape in expected_shapes(self.config).items():
             if name not in self._shapes:
                 if name == LM_HEAD and self.config.tie_word_embeddings:
