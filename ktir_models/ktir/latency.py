@@ -156,6 +156,7 @@ class NodeLatency:
     hbm_bytes: float           # all cores, reads + writes
     flops: float               # all cores
     lx_bytes: float            # all cores
+    lx_peak_bytes: int         # live LX bytes at the worst point of one core (the emulator's accounting)
     arithmetic_intensity: float  # flops per HBM byte
     roofline_bound: str        # "memory" | "compute": which side of the ridge point
     top_ops: list[OpCost]
@@ -169,7 +170,8 @@ class NodeLatency:
             "compute_cycles": self.compute_cycles, "comm_cycles": self.comm_cycles,
             "category_cycles": dict(self.category_cycles), "bottleneck": self.bottleneck,
             "dominant": self.dominant, "hbm_bytes": self.hbm_bytes, "flops": self.flops,
-            "lx_bytes": self.lx_bytes, "arithmetic_intensity": self.arithmetic_intensity,
+            "lx_bytes": self.lx_bytes, "lx_peak_bytes": self.lx_peak_bytes,
+            "arithmetic_intensity": self.arithmetic_intensity,
             "roofline_bound": self.roofline_bound,
             "top_ops": [{"op": o.op, "loc": o.loc, "executions": o.executions, "cycles": o.total,
                          "by_category": dict(o.cycles)} for o in self.top_ops],
@@ -230,13 +232,13 @@ class ModelLatency:
         if limit is not None:
             rows = sorted(rows, key=lambda r: -r[1].cycles)[:limit]
         head = (f"{'node':>5} {'function':<34} {'grid':>7} {'cycles':>10} {'us':>9} "
-                f"{'HBM KiB':>9} {'MFLOP':>8} {'bottleneck':<11} {'dominant':<14}")
+                f"{'HBM KiB':>9} {'LX KiB':>7} {'MFLOP':>8} {'bottleneck':<11} {'dominant':<14}")
         lines = [head, "-" * len(head)]
         for i, n in rows:
             g = "x".join(str(d) for d in n.grid if d != 1) or "1"
             lines.append(
                 f"{i:>5} {n.function[:34]:<34} {g:>7} {n.cycles:>10.0f} {n.time_us:>9.2f} "
-                f"{n.hbm_bytes / 1024:>9.1f} {n.flops / 1e6:>8.3f} {n.bottleneck:<11} {n.dominant:<14}")
+                f"{n.hbm_bytes / 1024:>9.1f} {n.lx_peak_bytes / 1024:>7.1f} {n.flops / 1e6:>8.3f} {n.bottleneck:<11} {n.dominant:<14}")
         cats = self.category_cycles()
         share = ", ".join(f"{c} {v / max(self.cycles, 1e-9):.1%}" for c, v in cats.items() if v)
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.bottleneck_counts().items()))
@@ -748,6 +750,13 @@ def _core_coords(grid: tuple[int, int, int], core: int) -> tuple[int, int, int]:
     return (core % x, (core // x) % y, core // (x * y))
 
 
+def _lx_peak(fn: Function, params: HardwareParams) -> int:
+    """Peak live LX bytes per core, from the emulator's own static accounting (compile.py)."""
+    from .compile import _block_peak
+
+    return int(_block_peak(fn.body.block, 0, params.lx_bytes, {}, {}))
+
+
 def function_latency(fn: Function, params: HardwareParams | None = None, label: str | None = None,
                      top: int = 8) -> NodeLatency:
     """The latency of one kernel on its grid (every core walked; identical cores walked once)."""
@@ -776,6 +785,9 @@ def function_latency(fn: Function, params: HardwareParams | None = None, label: 
     active = max(1, min(fn.num_cores, params.num_cores))
     ridge = (params.systolic_flops_per_cycle * active) / params.hbm_bytes_per_cycle
     total = crit.total(params.pipeline)
+    lx_peak = _lx_peak(fn, params)
+    if lx_peak > params.lx_bytes:
+        notes.append(f"LX peak {lx_peak} bytes exceeds the {params.lx_bytes}-byte scratchpad")
     top_ops = sorted(crit.ops.values(), key=lambda o: -o.total)[:top]
     return NodeLatency(
         label=label or fn.name, function=fn.name,
@@ -784,7 +796,7 @@ def function_latency(fn: Function, params: HardwareParams | None = None, label: 
         memory_cycles=crit.memory, compute_cycles=crit.compute, comm_cycles=crit.comm,
         category_cycles=dict(crit.cycles), bottleneck=bottleneck if total > 0 else "none",
         dominant=dominant if total > 0 else "none", hbm_bytes=hbm, flops=flops,
-        lx_bytes=sum(c.lx_bytes for c in cores), arithmetic_intensity=ai,
+        lx_bytes=sum(c.lx_bytes for c in cores), lx_peak_bytes=lx_peak, arithmetic_intensity=ai,
         roofline_bound="memory" if ai < ridge else "compute", top_ops=top_ops, notes=notes)
 
 

@@ -91,26 +91,42 @@ def _weight_kind(disk: str) -> tuple[str, int | None] | None:
 
 
 def map_nodes(manifest: Manifest) -> list[NodeRole | None]:
-    """The role of every node (None when the node matches no step of the llama forward)."""
+    """The role of every node (None when the node matches no step of the llama forward).
+
+    Rules, in order: a node reading layer weights computes that weight's step, except fused
+    forms -- gate and up weights together give ``act_mul`` (SiLU(gate) * up), and an o/down
+    projection that also reads a second activation (the residual) gives the residual sum
+    ``attn_residual`` / ``layer_output``. A node without weights is RoPE when it reads cos/sin
+    (on q or k by what it reads), attention when it reads the KV prefix, the mask or rotated q,
+    a residual add after o_proj / down, SiLU(gate) * up after gate and up. The role's tensor is
+    the node's output; a node that writes into a source in place (our KV cache) has that source
+    as its output.
+    """
     sources = {s.id: s for s in manifest.sources}
     producer: dict[int, int] = {}
     roles: list[NodeRole | None] = []
     for i, node in enumerate(manifest.nodes):
         inputs = [a.tensor for a in node.args if not a.is_output]
-        outputs = [a.tensor for a in node.args if a.is_output and a.tensor not in sources]
+        outputs = [a.tensor for a in node.args if a.is_output]
         in_roles = {sources[t].role for t in inputs if t in sources}
         weights = [sources[t] for t in inputs if t in sources and sources[t].role == "weight"]
+        activations = [t for t in inputs if t not in sources or sources[t].role == "embed"]
         upstream = [roles[producer[t]] for t in inputs if t in producer and roles[producer[t]]]
         up_kinds = {r.kind for r in upstream}
         layers = [r.layer for r in upstream if r.layer is not None]
         layer = max(layers) if layers else None
         kind = None
-        for w in weights:
-            found = _weight_kind(w.disk or "")
-            if found:
-                kind, layer = found
-                break
-        if kind is None and not weights:
+        found = [f for f in (_weight_kind(w.disk or "") for w in weights) if f is not None]
+        if found:
+            kinds = {k for k, _ in found}
+            kind, layer = found[0]
+            if {"gate", "up"} <= kinds:
+                kind = "act_mul"
+            elif kind == "o_proj" and len(activations) >= 2:
+                kind = "attn_residual"
+            elif kind == "down" and len(activations) >= 2:
+                kind = "layer_output"
+        elif not weights:
             if in_roles & {"cos", "sin"}:
                 kind = "rope_q" if "q" in up_kinds else ("rope_k" if "k" in up_kinds else None)
             elif in_roles & {"prefix_k", "prefix_v"} or manifest.attn_mask in inputs \
@@ -124,7 +140,8 @@ def map_nodes(manifest: Manifest) -> list[NodeRole | None]:
                 kind = "layer_output"
         role = None
         if kind is not None and outputs:
-            role = NodeRole(i, kind, layer, outputs[0])
+            fresh = [t for t in outputs if t not in sources]
+            role = NodeRole(i, kind, layer, (fresh or outputs)[0])
         roles.append(role)
         for t in outputs:
             producer[t] = i
@@ -256,21 +273,24 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, float, tupl
 
 
 def compare_nodes(manifest: Manifest, roles: list[NodeRole | None], outputs: dict[int, np.ndarray],
-                  reference: dict, notes: list[str]) -> list[NodeError]:
-    """Errors of every mapped node output, with the band each must stay in (see module doc)."""
-    sources = {s.id for s in manifest.sources}
-    producer: dict[int, int] = {}
-    err_of_tensor: dict[int, float] = {}
+                  reference: dict, notes: list[str], past: int = 0) -> list[NodeError]:
+    """Errors of every mapped node output, with the band each must stay in (see module doc).
+    An output with more rows than the reference (a KV cache written in place) is compared on
+    its rows ``past .. past+m-1``, the ones this pass writes."""
+    err_of_tensor: dict[int, float] = {}  # tensors written by nodes (host inputs count as exact)
     result: list[NodeError] = []
     for i, node in enumerate(manifest.nodes):
-        inputs = [a.tensor for a in node.args if not a.is_output and a.tensor not in sources]
+        inputs = [a.tensor for a in node.args if not a.is_output]
         upstream = max([err_of_tensor.get(t, 0.0) for t in inputs], default=0.0)
-        outs = [a.tensor for a in node.args if a.is_output and a.tensor not in sources]
+        outs = [a.tensor for a in node.args if a.is_output]
         role = roles[i]
         node_err = upstream  # an uncompared node passes its inputs' error on
         if role is not None and role.key in reference and role.tensor in outputs:
             ref = reference[role.key]
             out = outputs[role.tensor]
+            if out.ndim == 2 and out.shape[1] == ref.shape[-1] and out.shape[0] >= past + ref.shape[0] \
+                    and out.shape[0] != ref.shape[0]:
+                out = out[past:past + ref.shape[0]]
             if out.size != ref.size:
                 notes.append(f"node {i} ({role.describe()}): output has {out.shape} elements, "
                              f"transformers {ref.shape}; not compared")
@@ -282,7 +302,6 @@ def compare_nodes(manifest: Manifest, roles: list[NodeRole | None], outputs: dic
                 node_err = rel
         for t in outs:
             err_of_tensor[t] = node_err
-            producer[t] = i
     return result
 
 
@@ -391,7 +410,8 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
     for role in roles[:ran]:
         if role is not None:
             outputs[role.tensor] = runner.tensor(role.tensor)
-    errors = compare_nodes(manifest, roles[:ran] + [None] * (len(roles) - ran), outputs, reference, notes)
+    errors = compare_nodes(manifest, roles[:ran] + [None] * (len(roles) - ran), outputs, reference,
+                           notes, spec.past)
     culprit = None
     bad = first_jump(errors)
     if bad is not None:

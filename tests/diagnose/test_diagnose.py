@@ -4,6 +4,7 @@ smollm2-135m decode program, each named exactly; a faulting copy; the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -134,3 +135,55 @@ def test_cli_diagnose_names_the_node_and_writes_json(smollm, tmp_path, capsys):
     data = json.loads(out_json.read_text())["diagnose"]
     assert data["culprit"]["node"] == node and data["ok"] is False
     assert isinstance(data["warnings"], list)
+
+
+# ----------------------------------------------------------------------------------- our emitter
+
+EMITTED_STEPS = ["input_norm", "q", "k", "v", "rope_q", "rope_k", "attention", "attn_residual",
+                 "post_norm", "act_mul", "layer_output"]
+
+
+@pytest.fixture(scope="module")
+def emitted_decode(tmp_path_factory):
+    from ktir_models.model.emit import emit_program
+    from ktir_models.model.registry import resolve_model
+
+    spec = resolve_model("smollm2-135m")
+    out = tmp_path_factory.mktemp("emitted") / "decode"
+    return emit_program(spec.config, "decode", 1, 0, out, spec.name)
+
+
+def test_emitted_program_nodes_get_their_steps(emitted_decode):
+    """Our emitter fuses the residual into o_proj/down and SiLU*up into gate/up, and writes k/v
+    into the KV cache in place: the roles follow (11 nodes per layer)."""
+    manifest = load_manifest(emitted_decode)
+    roles = map_nodes(manifest)
+    assert len(roles) == 11 * 30 + 2 and all(r is not None for r in roles)
+    for i, role in enumerate(roles[:-2]):
+        assert (role.kind, role.layer) == (EMITTED_STEPS[i % 11], i // 11), i
+    caches = {s.id for s in manifest.sources if s.role in ("prefix_k", "prefix_v")}
+    assert roles[3].tensor in caches and roles[5].tensor in caches  # v and rotated k, in place
+
+
+@pytest.mark.slow
+def test_emitted_program_broken_residual_is_named(smollm, emitted_decode, tmp_path):
+    """Clean emitted program: in band. A subtracted residual in layer 4's fused down projection:
+    that node is named, with the op that computed the worst value."""
+    _, cfg, ckpt, reference = smollm
+    clean = diagnose(load_manifest(emitted_decode), cfg, ckpt, reference=reference)
+    assert clean.ok, clean.render()
+    node = 11 * 4 + 10
+    dest = tmp_path / "broken"
+    dest.mkdir()
+    for entry in Path(emitted_decode).iterdir():
+        if entry.name != f"node{node}.mlir":
+            (dest / entry.name).symlink_to(entry)
+    text = (Path(emitted_decode) / f"node{node}.mlir").read_text()
+    # the residual sum: `%eN = arith.addf %loopN, %fN` (the K loop's result plus the residual)
+    broken, count = re.subn(r"(%e\d+ = )arith\.addf( %loop\d+, %f\d+)", r"\1arith.subf\2", text)
+    assert count == 1
+    (dest / f"node{node}.mlir").write_text(broken)
+    report = diagnose(load_manifest(dest), cfg, ckpt, reference=reference)
+    c = report.culprit
+    assert c is not None and c.node == node and c.role == "layer 4 residual add (MLP)", report.render()
+    assert c.op == "arith.truncf" and "arith.subf" in c.excerpt

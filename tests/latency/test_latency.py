@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from ktir_models import ktir
@@ -31,6 +32,11 @@ def test_q_projection_node_matches_the_hand_computed_figure(corpus_dir):
     assert r.hbm_bytes == (9 * 577 + 9) * 128
     assert r.bottleneck == "memory" and r.dominant == "hbm" and r.roofline_bound == "memory"
     assert r.top_ops[0].op == "ktdp.load" and r.top_ops[0].executions == 9
+    # LX peak: the emulator's own accounting, the same figure its run reports as high-water mark
+    machine = ktir.Machine()
+    bufs = {n: machine.hbm.allocate_from(np.zeros(s, np.float16), name=n).address
+            for n, s in (("t335_ptr", (1, 576)), ("t2_ptr", (576, 576)), ("t336_ptr", (1, 576)))}
+    assert machine.compile(fn).run(bufs).lx_high_water == [r.lx_peak_bytes]
     # overlapped pipeline: the larger of memory and compute
     assert function_latency(fn, HardwareParams(pipeline="overlapped")).cycles == 5202
     # twice the bandwidth halves the memory part only
