@@ -139,6 +139,17 @@ def test_corrupt_and_missing_files(tmp_path):
     with pytest.raises(UserError, match="shard 'model-00002-of-00006.safetensors' is missing"):
         load_local(tmp_path / "c", cfg)
 
+    write_synthetic(tmp_path / "d", cfg, max_shard_bytes=40_000)
+    index_path = tmp_path / "d" / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    index["weight_map"]["model.norm.weight"] = "model-00001-of-00006.safetensors"  # wrong shard
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(UserError, match="'model.norm.weight' is not in shard 'model-00001-of-00006"):
+        load_local(tmp_path / "d", cfg)
+    index_path.write_text('{"metadata": {}}')
+    with pytest.raises(UserError, match="not a safetensors index"):
+        load_local(tmp_path / "d", cfg)
+
     with pytest.raises(UserError, match="does not exist"):
         load_local(tmp_path / "nowhere", cfg)
 
