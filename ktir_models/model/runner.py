@@ -139,9 +139,7 @@ class Runner:
         if missing:
             raise UserError(f"{MANIFEST_FILE}: no host value for input tensor {missing[0]}")
         for tid in self._input_ids:
-            self._buffers[tid].array[...] = np.asarray(inputs[tid], dtype=np.float16).reshape(
-                self._buffers[tid].array.shape
-            )
+            self._buffers[tid].write(np.asarray(inputs[tid], dtype=np.float16))
 
         nodes = self.manifest.nodes
         times = [0.0] * len(nodes)
@@ -165,22 +163,23 @@ class Runner:
             if progress is not None:
                 progress.close()
         total = time.perf_counter() - start
-        result = self._buffers[self.manifest.result].array.copy()
+        result = self._buffers[self.manifest.result].read()
         self.timings.execute.append(total)
         outcome = PassResult(result=result, node_seconds=times, seconds=total, nonfinite=nonfinite)
         self.passes.append(outcome)
         return outcome
 
     def tensor(self, tensor_id: int) -> np.ndarray:
-        """A copy of a tensor's current contents (for diagnostics and tests)."""
-        return self._buffers[tensor_id].array.copy()
+        """A copy of a tensor's current contents (for diagnostics and tests; no side effect on the
+        emulator's tracking of which bytes were written)."""
+        return self._buffers[tensor_id].read()
 
     def _first_nonfinite(self, i: int) -> NonFinite | None:
         node = self.manifest.nodes[i]
         for a in node.args:
             if not a.is_output:
                 continue
-            data = self._buffers[a.tensor].array
+            data = self._buffers[a.tensor].read()
             bad = ~np.isfinite(data)
             if bad.any():
                 flat = int(np.flatnonzero(bad)[0])

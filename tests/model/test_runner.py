@@ -150,3 +150,25 @@ def test_vendored_input_overrides_and_size_checked(tiny_program: Path, tiny_chec
     write_f16_gz(tiny_program / "t0.f16.gz", given[:1])
     with pytest.raises(UserError):
         read_vendored_inputs(man, [0])
+
+
+def test_emulation_fault_names_the_node(tiny_program: Path, tiny_checkpoint) -> None:
+    # node1 reads the lm_head from row 8 on: its last 8 rows lie past the buffer, a fault in node 1.
+    text = (tiny_program / "node1.mlir").read_text()
+    text = text.replace(f"memref<{N}x{H}xf16>", f"memref<{N + 8}x{H}xf16>")
+    text = text.replace(f"sizes: [{N}, {H}]", f"sizes: [{N + 8}, {H}]")
+    text = text.replace(
+        f"coordinate_set = affine_set<(d0, d1) : (d0 >= 0, -d0 + {N - 1} >= 0",
+        f"coordinate_set = affine_set<(d0, d1) : (d0 >= 0, -d0 + {N + 7} >= 0",
+    )
+    text = text.replace("%aw = ktdp.construct_access_tile %vw[%c0, %c0]", "%aw = ktdp.construct_access_tile %vw[%c8, %c0]")
+    text = text.replace("%c0 = arith.constant 0 : index\n", "%c0 = arith.constant 0 : index\n    %c8 = arith.constant 8 : index\n")
+    (tiny_program / "node1.mlir").write_text(text)
+    man = load_manifest(tiny_program)
+    runner = Runner(man, show_progress=False)
+    runner.load()
+    runner.marshal(tiny_checkpoint)
+    with pytest.raises(UserError) as info:
+        runner.run(bind_pass_inputs(man, TINY, tiny_checkpoint, PassSpec(np.array([1, 2]), np.arange(2))))
+    assert str(info.value).startswith("manifest.json: nodes[1] (node1.mlir): ")
+    assert "tiny_n1" in str(info.value)
