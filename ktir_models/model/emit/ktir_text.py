@@ -225,12 +225,15 @@ class Kernel:
         return out
 
     def matmul(self, a: Val, b: Val, acc: Val, transpose_b: bool) -> Val:
-        """``acc + a @ b`` (or ``acc + a @ b^T``); all f32 (the f16 tiles are widened first, so
-        the product is exact and the sum accumulates in f32)."""
+        """``acc + a @ b`` (or ``acc + a @ b^T``) with an f32 accumulator.
+
+        Operands may be f16 tiles straight from a load (a mixed-precision matmul, as linalg
+        allows: operands are converted to the f32 accumulator type, so every f16 product is exact
+        and the sum accumulates in f32) — no f32 copy of a weight tile occupies LX."""
         m, k = a.shape
         n, kb = b.shape if transpose_b else (b.shape[1], b.shape[0])
         assert k == kb and acc.shape == (m, n), (a, b, acc)
-        assert a.dtype == b.dtype == acc.dtype == "f32", (a, b, acc)
+        assert a.dtype in ("f16", "f32") and b.dtype in ("f16", "f32") and acc.dtype == "f32", (a, b, acc)
         op = "linalg.matmul_transpose_b" if transpose_b else "linalg.matmul"
         out = Val(self.fresh("mm"), acc.shape, "f32")
         self.emit(f"{out.name} = {op} ins({a.name}, {b.name} : {a.type}, {b.type}) outs({acc.name} : {acc.type}) -> {out.type}")

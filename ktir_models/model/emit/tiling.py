@@ -1,8 +1,8 @@
 """Tile sizes that fit the machine: 2 MiB of LX per core, up to 32 cores.
 
 Every kernel we emit is planned here from its shapes alone. The LX estimates count every tensor
-that is live at the worst point of a kernel body: the loaded f16 tiles *and* their f32 copies, the
-loop-carried accumulator twice (old and new value coexist at the ``scf.yield``), and the epilogue
+that is live at the worst point of a kernel body: the loaded f16 tiles, f32 copies where a kernel
+widens explicitly, the loop-carried accumulator twice (old and new value coexist at the ``scf.yield``), and the epilogue
 temporaries. Estimates are kept under :data:`LX_BUDGET` (1.5 MiB), leaving a quarter of LX as
 slack for accounting differences between emulators; the emulator's measured high-water mark is
 checked against the full 2 MiB in the tests.
@@ -55,34 +55,49 @@ class GemmPlan:
     lx_estimate: int
 
 
-def gemm_lx(mb: int, nb: int, kb: int, weights: int) -> int:
+#: Epilogue LX per output element (bytes): the f16 result, plus for "residual" the residual tile
+#: (f16) and the f32 sum, for "silu_mul" four f32 temporaries.
+EPILOGUE_BYTES = {"none": 2, "residual": 2 + 2 + 4, "silu_mul": 2 + 4 * 4}
+
+
+def gemm_lx(mb: int, nb: int, kb: int, weights: int, epilogue: str = "silu_mul") -> int:
     """LX bytes live at the worst point of one output chunk of a GEMM node.
 
-    x tile f16 + f32 copy, weight tile f16 + f32 copy, accumulator old + new (f32), the finished
-    accumulators of earlier weights (gate while up runs), and the epilogue (residual f16 + f32,
-    three f32 temporaries, the f16 result).
+    The f16 x and weight tiles (the matmul takes them directly, accumulating in f32), the f32
+    accumulator old + new, the finished accumulators of earlier weights (gate while up runs), and
+    the epilogue temporaries.
     """
-    return 6 * mb * kb + 6 * nb * kb + 8 * mb * nb + 4 * mb * nb * (weights - 1) + 20 * mb * nb
+    return (2 * mb * kb + 2 * nb * kb + 8 * mb * nb + 4 * mb * nb * (weights - 1)
+            + EPILOGUE_BYTES[epilogue] * mb * nb)
 
 
-def plan_gemm(m: int, k: int, n: int, weights: int = 1, budget: int = LX_BUDGET) -> GemmPlan:
-    """Column chunks of about ``n / 32`` (a multiple of 64, at least 64) dealt to up to 32 cores,
-    the largest K block dividing ``K`` that fits ``budget``; chunks shrink until one fits."""
+def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
+              budget: int = LX_BUDGET) -> GemmPlan:
+    """Choose the column chunk (a multiple of 64 up to ``n / 32`` rounded up, or all of a narrow
+    ``n``) and the K block (the largest divisor of K that fits ``budget``) that minimise the
+    K-loop trips of the busiest core — core 0, which also takes a ragged tail chunk. Fewer, larger
+    trips mean fewer, larger DMA tiles and matmuls; ties go to the larger chunk."""
     rows = tuple(row_blocks(m))
     mb = max(size for _, size in rows)
     target = -(-n // MAX_CORES)
-    nb = min(n, max(64, -(-target // 64) * 64))
-    while True:
-        fitting = [d for d in divisors(k) if gemm_lx(mb, nb, d, weights) <= budget]
-        if fitting:
-            kb = fitting[-1]
-            break
-        if nb <= 16:
-            raise UserError(f"GEMM [{m}x{k}] x [{k}x{n}] does not fit LX even with 16-column chunks")
-        nb = max(16, nb // 2)
-    full, tail = divmod(n, nb)
-    grid = min(MAX_CORES, full + (1 if tail else 0))
-    return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights))
+    top = min(n, max(64, -(-target // 64) * 64))
+    candidates = sorted({top, *range(64, top, 64)} | ({n} if n < 64 else set()), reverse=True)
+    best = None
+    for nb in candidates:
+        fitting = [d for d in divisors(k) if gemm_lx(mb, nb, d, weights, epilogue) <= budget]
+        if not fitting:
+            continue
+        kb = fitting[-1]
+        full, tail = divmod(n, nb)
+        grid = min(MAX_CORES, full + (1 if tail else 0))
+        busiest = -(-full // grid) + (1 if tail else 0)
+        cost = busiest * (k // kb)
+        if best is None or cost < best[0]:
+            best = (cost, nb, kb, full, tail, grid)
+    if best is None:
+        raise UserError(f"GEMM [{m}x{k}] x [{k}x{n}] does not fit LX in any column chunk")
+    _, nb, kb, full, tail, grid = best
+    return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights, epilogue))
 
 
 @dataclass(frozen=True)
@@ -96,10 +111,10 @@ class AttentionPlan:
 
 
 def attention_lx(mb: int, keys: int, head_dim: int) -> int:
-    """K and V rows (f16 + f32) of all ``keys`` (prefix + fresh), q (f16 + f32), scores and four
-    softmax temporaries plus the mask (f16 + f32) over ``[mb, keys]``, the output (f32
-    accumulator twice per part, f16 result)."""
-    return 12 * keys * head_dim + 6 * mb * head_dim + 30 * mb * keys + 14 * mb * head_dim
+    """K and V rows (f16) of all ``keys`` (prefix + fresh), q (f16), scores and four softmax
+    temporaries plus the mask (f16 + f32) over ``[mb, keys]``, the output (f32 accumulator twice
+    per part, f16 result)."""
+    return 4 * keys * head_dim + 2 * mb * head_dim + 30 * mb * keys + 14 * mb * head_dim
 
 
 def plan_attention(m: int, capacity: int, heads: int, head_dim: int, budget: int = LX_BUDGET) -> AttentionPlan:

@@ -14,7 +14,7 @@ scores have two parts, joined in one softmax:
 Query heads are dealt round-robin to the cores; each head reads the K/V rows of its KV head
 (``head // (heads / kv_heads)``). Numerics (all f32, like transformers' eager f32 forward):
 ``s = (q @ k^T) * head_dim^-0.5 + mask``, ``p = exp(s - max s) / sum p``, ``o = p @ v``, rounded
-once to f16.
+once to f16. The matmuls take the f16 q/K/V tiles directly (mixed precision, f32 accumulator).
 """
 
 from __future__ import annotations
@@ -66,13 +66,13 @@ def attention_kernel(
     # K/V rows of this head: the prefix (if any) and the fresh block, loaded once per head.
     prefix = None
     if prefix_rows > 0:
-        prefix = (kt.extf(kt.load(kv, [c0, kcol], (prefix_rows, head_dim))),
-                  kt.extf(kt.load(vv, [c0, kcol], (prefix_rows, head_dim))))
-    fresh_k = kt.extf(kt.load(kv, [frow, kcol], (m, head_dim)))
-    fresh_v = kt.extf(kt.load(vv, [frow, kcol], (m, head_dim)))
+        prefix = (kt.load(kv, [c0, kcol], (prefix_rows, head_dim)),
+                  kt.load(vv, [c0, kcol], (prefix_rows, head_dim)))
+    fresh_k = kt.load(kv, [frow, kcol], (m, head_dim))
+    fresh_v = kt.load(vv, [frow, kcol], (m, head_dim))
     for r0, mb in plan.rows:
         row = kt.index(r0)
-        qt = kt.extf(kt.load(qv, [row, qcol], (mb, head_dim)))
+        qt = kt.load(qv, [row, qcol], (mb, head_dim))
         parts = []  # (scores, values) of each part
         if prefix is not None:
             mask_tile = kt.extf(kt.load(mv, [row, c0], (mb, prefix_rows)))

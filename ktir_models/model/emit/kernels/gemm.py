@@ -2,8 +2,8 @@
 
 Work split: output columns are cut into chunks (:class:`~..tiling.ColumnChunks`) dealt round-robin
 to the cores through ``ktdp.get_compute_tile_id``; each chunk runs a K-blocked loop whose
-accumulator is f32 (the f16 tiles are widened, so every product is exact and the long sum never
-rounds to f16); the epilogue works in f32 and rounds once when storing f16.
+accumulator is f32 (mixed-precision ``linalg.matmul_transpose_b``: f16 tiles, f32 accumulator, so
+every product is exact and the long sum never rounds to f16); the epilogue works in f32 and rounds once when storing f16.
 
 Epilogues (all from the f32 accumulators):
 
@@ -43,7 +43,7 @@ def gemm_kernel(
     assert epilogue in EPILOGUES, epilogue
     assert (epilogue == "silu_mul") == (len(weights) == 2) and 1 <= len(weights) <= 2, (epilogue, weights)
     assert (epilogue == "residual") == (residual is not None), (epilogue, residual)
-    plan = plan_gemm(m, k, n, weights=len(weights))
+    plan = plan_gemm(m, k, n, weights=len(weights), epilogue=epilogue)
     cols = plan.cols
     args = [x, *weights, *([residual] if residual else []), out, *out_base.args()]
     kt = Kernel(name, args, cols.grid)
@@ -73,8 +73,8 @@ def _k_loop(kt: Kernel, xv: View, wv: View, r0: int, mb: int, n0: Val, size: int
     zero = kt.splat(0.0, (mb, size))
     kk, acc, result = kt.for_begin(kt.index(0), kt.index(k), kt.index(kb), carried=zero)
     assert acc is not None
-    xt = kt.extf(kt.load(xv, [kt.index(r0), kk], (mb, kb)))
-    wt = kt.extf(kt.load(wv, [n0, kk], (size, kb)))
+    xt = kt.load(xv, [kt.index(r0), kk], (mb, kb))
+    wt = kt.load(wv, [n0, kk], (size, kb))
     nxt = kt.matmul(xt, wt, acc, transpose_b=True)
     out = kt.for_end(nxt, result)
     assert out is not None
