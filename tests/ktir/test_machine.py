@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ktir_models import ktir
+from ktir_models.errors import UserError
 
 RNG = np.random.default_rng(1234)
 
@@ -506,3 +507,24 @@ def test_k_loop_plain_matmul_matches_per_trip_reference(n):
     ulp = np.spacing(np.abs(acc)).astype(np.float64)
     assert np.all(np.abs(got.astype(np.float64) - acc.astype(np.float64)) <= 3 * ulp)
     assert np.mean(got == acc) > 0.99
+
+
+def test_hbm_regions_alignment_overlap_and_read_only():
+    m = ktir.Machine(address_unit="byte")
+    a = m.hbm.allocate((10,), "float16", name="a")
+    b = m.hbm.allocate((3,), "float32", name="b")
+    assert a.byte_address % 128 == 0 and b.byte_address % 128 == 0
+    assert b.byte_address >= a.byte_address + 20 and b.address == b.byte_address
+    with pytest.raises(UserError, match="overlap"):
+        m.hbm.allocate((4,), "float16", name="c", byte_address=a.byte_address)
+    with pytest.raises(UserError, match="multiple of 128"):
+        m.hbm.allocate((4,), "float16", name="d", byte_address=4100)
+    weights = np.arange(16, dtype=np.float16).reshape(2, 8)
+    weights.flags.writeable = False
+    body = (view("va", "a", (2, 8)) + tile("ta", "va", (2, 8), (2, 8), "%c0, %c0")
+            + "    %x = arith.constant dense<1.0> : tensor<2x8xf16>\n" + store("x", "ta", (2, 8)))
+    m2 = ktir.Machine()
+    w = m2.hbm.allocate_from(weights, name="w")  # adopted without a copy, read-only
+    assert np.shares_memory(w.array, weights)
+    with pytest.raises(ktir.EmulationFault, match="read-only"):
+        run(program("%a: index", body), m2, w.address)
