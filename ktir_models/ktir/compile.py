@@ -223,10 +223,19 @@ class Plan:
         self._c = compiled
         self.lx_peak = lx_peak
         self.inter_tile = inter_tile
+        self._all_int_args = all(isinstance(a.type, ScalarType) and not a.type.is_float and
+                                 a.type.name != "i1" for a in fn.args)
 
     def _bind(self, args) -> list:
         fn = self.fn
         names = fn.arg_names
+        if isinstance(args, dict) and len(args) == len(names):
+            try:  # fast path: exact names, plain ints for index arguments
+                values = [args[n] for n in names]
+                if all(type(v) is int for v in values) and self._all_int_args:
+                    return values
+            except KeyError:
+                pass
         if isinstance(args, dict):
             unknown = [k for k in args if k.lstrip("%") not in names]
             if unknown:
