@@ -68,6 +68,21 @@ def test_registry_programs_fit_the_machine(tmp_path, name, mode, m, past):
     assert len(kv["layers"]) == cfg.num_hidden_layers
 
 
+@pytest.mark.parametrize("name", ["smollm2-135m", "llama-3.2-1b"])
+@pytest.mark.parametrize("mode,m,past", [("decode", 1, 0), ("prefill", 32, 0), ("decode", 1, 31)])
+def test_emulator_lx_peak_of_every_node_fits(tmp_path, name, mode, m, past):
+    """The emulator's LX accounting (static peak per core, what a run reports as its high-water
+    mark) stays within 2 MiB for every node, and within our own conservative estimate."""
+    cfg = registry_configs()[name]
+    out = emit_program(cfg, mode, m, past, tmp_path / "p", name)
+    doc = json.loads((out / "manifest.json").read_text())
+    machine = ktir.Machine()
+    for node in doc["nodes"]:
+        plan = machine.compile(ktir.load_module(out / node["mlir"]).function(node["fn"]))
+        assert plan.lx_peak <= LX_BYTES, (node["fn"], plan.lx_peak)
+        assert plan.lx_peak <= node["lx_estimate"], (node["fn"], plan.lx_peak, node["lx_estimate"])
+
+
 def test_smollm2_nodes_verify_with_the_emulator_parser(tmp_path):
     cfg = registry_configs()["smollm2-135m"]
     out = emit_program(cfg, "prefill", 32, 0, tmp_path / "p", "smollm2-135m")
