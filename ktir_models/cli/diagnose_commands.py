@@ -110,13 +110,8 @@ def diagnose(
         checker = NumericChecks(strict=strict)
     report = run_diagnose(manifest, spec.config, ckpt, checks=checker)
     print(report.render(table=table))
-    warnings = list(checker.warnings) if checker is not None else []
-    for w in warnings:
-        print(f"warning  {w}")
     if json_path is not None:
-        data = report.as_dict()
-        data["warnings"] = [str(w) for w in warnings]
-        write_json(json_path, _Doc({"diagnose": data}))
+        write_json(json_path, _Doc({"diagnose": report.as_dict()}))
     if not report.ok:
         raise Mismatch("diagnose: " + (f"fault in node {report.fault_node}" if report.fault
                                        else f"node {report.culprit.node} is out of its f16 band"))

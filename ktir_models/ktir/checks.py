@@ -71,8 +71,10 @@ class NumericChecks:
 
             return store_step
         float_results = [compiler.slot(r) for r in op.results if _is_float(r.type)]
-        if not float_results or op.name in ("arith.constant", "ktdp.load"):
-            # loads bring data in from memory: they produce nothing; constants are literals
+        if not float_results or op.name in ("arith.constant", "ktdp.load") \
+                or op.name.startswith("scf.") or op.name.startswith("ktdp.inter_tile"):
+            # loads bring data in from memory and constants are literals: neither computes; a
+            # loop or branch result comes from its body, whose ops are checked one by one
             return step
         float_operands = [compiler.slot(v) for v in op.operands if _is_float(v.type)]
         narrowing = op.name == "arith.truncf"

@@ -213,6 +213,7 @@ class DiagnoseReport:
     fault: str | None = None
     fault_node: int | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # emulator checking mode, "node N: ..."
 
     @property
     def ok(self) -> bool:
@@ -235,6 +236,9 @@ class DiagnoseReport:
             tail = f" (largest relative error {worst.rel_error:.3g} at node {worst.node}, {worst.role})" \
                 if worst else ""
             out.append(f"result   every compared node is within its f16 band{tail}")
+        out.extend(f"warning  {w}" for w in self.warnings[:20])
+        if len(self.warnings) > 20:
+            out.append(f"warning  ... and {len(self.warnings) - 20} more (see the JSON report)")
         out.extend(f"note     {n}" for n in self.notes)
         return "\n".join(out)
 
@@ -250,7 +254,7 @@ class DiagnoseReport:
             "compared": [{"node": e.node, "fn": e.fn, "role": e.role, "tensor": e.tensor,
                           "rel_error": e.rel_error, "max_abs": e.max_abs, "band": e.band,
                           "upstream": e.upstream, "jumped": e.jumped} for e in self.compared],
-            "notes": list(self.notes),
+            "notes": list(self.notes), "warnings": list(self.warnings),
         }
 
 
@@ -418,5 +422,9 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
         module = ktir.load_module(manifest.directory / manifest.nodes[bad.node].mlir)
         culprit = locate(manifest, bad, module)
     unmapped = [i for i, r in enumerate(roles) if r is None]
+    node_of = {}
+    for i, node in enumerate(manifest.nodes):
+        node_of.setdefault(node.fn, i)
+    warnings = [f"node {node_of.get(w.function, '?')}: {w}" for w in getattr(checks, "warnings", [])]
     return DiagnoseReport(str(manifest.directory), len(manifest.nodes), errors, unmapped, culprit,
-                          fault, fault_node, notes)
+                          fault, fault_node, notes, warnings)

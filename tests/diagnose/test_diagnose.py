@@ -187,3 +187,35 @@ def test_emitted_program_broken_residual_is_named(smollm, emitted_decode, tmp_pa
     c = report.culprit
     assert c is not None and c.node == node and c.role == "layer 4 residual add (MLP)", report.render()
     assert c.op == "arith.truncf" and "arith.subf" in c.excerpt
+
+
+@pytest.mark.slow
+def test_checking_mode_names_the_overflowing_node(smollm, tmp_path):
+    """Layer 2's input RMSNorm computes 1e9 / rms in f32 and narrows it to f16: an overflow.
+    With checks it is a warning naming node, function, op location and core (and the node is the
+    culprit); with strict checks the run stops there as a fault."""
+    from ktir_models.ktir.checks import NumericChecks
+
+    src, cfg, ckpt, reference = smollm
+    node = 15 * 2
+    dest = tmp_path / "overflow"
+    dest.mkdir()
+    for entry in src.iterdir():
+        if entry.name != f"node{node}.mlir":
+            (dest / entry.name).symlink_to(entry)
+    text = (src / f"node{node}.mlir").read_text()
+    old = "%one15 = arith.constant 1.0 : f32"
+    assert old in text
+    (dest / f"node{node}.mlir").write_text(text.replace(old, "%one15 = arith.constant 1.0e9 : f32"))
+    truncf_line = next(i for i, line in enumerate(text.splitlines(), 1) if "arith.truncf" in line)
+
+    checks = NumericChecks()
+    report = diagnose(load_manifest(dest), cfg, ckpt, checks=checks, reference=reference)
+    assert report.culprit is not None and report.culprit.node == node
+    [warning] = [w for w in report.warnings if "overflow" in w]
+    assert warning.startswith(f"node {node}: ") and f"node{node}.mlir:{truncf_line}:" in warning
+    assert f"@ktir_decode_smollm2_135m_n{node}" in warning and "core 0" in warning
+
+    strict = diagnose(load_manifest(dest), cfg, ckpt, checks=NumericChecks(strict=True),
+                      reference=reference)
+    assert strict.fault_node == node and "overflow" in strict.fault and "arith.truncf" in strict.fault
