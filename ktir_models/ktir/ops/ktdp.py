@@ -425,11 +425,33 @@ def build_tile_id(c, op):
     return step
 
 
-def _operand_text(c, v) -> str:
-    """Python source reading ``v`` from ``env`` (a literal when it is a compile-time constant)."""
-    if c.is_const(v):
-        return repr(int(c.const(v)))
-    return f"env[{c.slot(v)}]"
+_FACTORIES: dict[str, object] = {}
+
+
+def _generated(params: list[str], body: str, values: list):
+    """``lambda env: body`` with ``params`` bound to ``values``; the code object is generated once
+    per distinct body text (slots and constants are parameters, so bodies repeat a lot)."""
+    text = f"lambda {', '.join(params) or '*_'}: lambda env: {body}"
+    factory = _FACTORIES.get(text)
+    if factory is None:
+        factory = eval(text)
+        _FACTORIES[text] = factory
+    return factory(*values)
+
+
+def _operand_refs(c, vals):
+    """Source snippets reading each value, plus the parameters they need."""
+    refs, params, values = [], [], []
+    for j, v in enumerate(vals):
+        if c.is_const(v):
+            params.append(f"_k{j}")
+            values.append(int(c.const(v)))
+            refs.append(f"_k{j}")
+        else:
+            params.append(f"_s{j}")
+            values.append(c.slot(v))
+            refs.append(f"env[_s{j}]")
+    return refs, params, values
 
 
 def _values_fn(c, vals):
@@ -437,18 +459,22 @@ def _values_fn(c, vals):
     if all(c.is_const(v) for v in vals):
         t = tuple(int(c.const(v)) for v in vals)
         return lambda env: t
-    items = "".join(f"{_operand_text(c, v)}, " for v in vals)
-    return eval(f"lambda env: ({items})")
+    refs, params, values = _operand_refs(c, vals)
+    return _generated(params, f"({''.join(r + ', ' for r in refs)})", values)
 
 
 def _anchor_fn(c, bm: affine.AffineMap, indices, offsets):
     """env -> absolute lower corner: base_map(indices) + per-dim offsets, as generated code."""
-    names = [_operand_text(c, v) for v in indices]
+    refs, params, values = _operand_refs(c, indices)
     parts = []
-    for e, off in zip(bm.results, offsets):
-        text = affine.to_python(e, names, [])
-        parts.append(f"{text} + {off}" if off else text)
-    return eval(f"lambda env: ({''.join(p + ', ' for p in parts)})")
+    for k, (e, off) in enumerate(zip(bm.results, offsets)):
+        text = affine.to_python(e, refs, [])
+        if off:
+            params.append(f"_o{k}")
+            values.append(off)
+            text = f"{text} + _o{k}"
+        parts.append(text)
+    return _generated(params, f"({''.join(p + ', ' for p in parts)})", values)
 
 
 @register("ktdp.construct_memory_view")
@@ -647,21 +673,26 @@ def build_indirect_tile(c, op):
     return step
 
 
-def load_f32(machine, tile: Tile) -> np.ndarray:
+def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
     """The tile's values widened to f32 (exact). Box tiles of fully written HBM regions are cached
     in ``machine.f32_cache`` (key: region + tile; valid while the region's write counter is
-    unchanged), so weights feeding matmuls are converted once, not per core and pass."""
+    unchanged), so weights feeding matmuls are converted once, not per core and pass.
+    ``layout`` (tag, fn) caches ``fn(values)`` instead (e.g. a batched-GEMM friendly copy)."""
     view = tile.view
     region = getattr(view, "region", None)
     if tile.points is not None or region is None or region.mask is not None:
-        return load_tile(tile).astype(np.float32)
+        arr = load_tile(tile).astype(np.float32)
+        return arr if layout is None else layout[1](arr)
     _box_check(view, tile.lo, tile.ext)
     cache = machine.f32_cache
-    key = (id(region), view.byte_addr, view.strides, view.lo, tile.lo, tile.ext, tile.perm)
+    key = (id(region), view.byte_addr, view.strides, view.lo, tile.lo, tile.ext, tile.perm,
+           None if layout is None else layout[0])
     hit = cache.get(key)
     if hit is not None and hit[0] == region.version and hit[1] is region:
         return hit[2]
     arr = load_tile(tile).astype(np.float32)
+    if layout is not None:
+        arr = layout[1](arr)
     arr.flags.writeable = False
     if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
         if hit is None:
