@@ -155,3 +155,15 @@ def test_cached_program_reuses_and_keys_on_the_pass(tmp_path, monkeypatch):
     assert json.loads((a / "manifest.json").read_text())["emitter_version"] == EMITTER_VERSION
     leftovers = [p for p in (tmp_path / "cache" / "programs").iterdir() if p.name.startswith(".")]
     assert leftovers == []
+
+
+def test_unsupported_sizes_name_the_config_field_and_write_nothing(tmp_path):
+    from ktir_models.model.synthetic import tiny_config
+
+    cfg = tiny_config(hidden_size=60000, num_attention_heads=4, num_key_value_heads=4, head_dim=16)
+    with pytest.raises(UserError, match="hidden_size"):
+        emit_program(cfg, "decode", 1, 0, tmp_path / "p", "huge")
+    assert not (tmp_path / "p").exists()
+    with pytest.raises(UserError, match="capacity"):
+        emit_program(TINY["tiny-mha"], "decode", 1, 0, tmp_path / "q", "t", capacity=200000)
+    assert not (tmp_path / "q").exists()

@@ -79,10 +79,16 @@ def _extras(cfg: ModelConfig, mode: str, shape: PassShape, name: str, emitter: L
     }
 
 
-def _write(cfg: ModelConfig, mode: str, shape: PassShape, out_dir: Path, name: str) -> None:
+def _build(cfg: ModelConfig, mode: str, shape: PassShape, name: str):
+    """The whole program in memory (every error surfaces here, before any file is touched)."""
     emitter = LlamaEmitter(cfg, shape, prefix=f"ktir_{mode}_{_symbol(name)}")
     program = emitter.build()
-    program.write(out_dir, _extras(cfg, mode, shape, name, emitter))
+    return program, _extras(cfg, mode, shape, name, emitter)
+
+
+def _write(cfg: ModelConfig, mode: str, shape: PassShape, out_dir: Path, name: str) -> None:
+    program, extras = _build(cfg, mode, shape, name)
+    program.write(out_dir, extras)
 
 
 def emit_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, out_dir: Path, name: str,
@@ -94,6 +100,7 @@ def emit_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, out
     files (``manifest.json``, ``node*.mlir``) are removed, anything else is left alone.
     """
     shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
+    program, extras = _build(cfg, mode, shape, name)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory")
@@ -104,7 +111,7 @@ def emit_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, out
             if old.is_file():
                 old.unlink()
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write(cfg, mode, shape, out_dir, name)
+    program.write(out_dir, extras)
     return out_dir
 
 

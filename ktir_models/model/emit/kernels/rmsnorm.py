@@ -5,12 +5,14 @@ Rows are dealt round-robin to ``min(m, 32)`` cores; the weight is loaded once pe
 
 from __future__ import annotations
 
+from ....errors import UserError
 from ..ktir_text import Kernel, KernelText
 from ..tiling import LX_BUDGET, rmsnorm_lx, rows_grid
 
 
 def rmsnorm_kernel(name: str, *, m: int, hidden: int, eps: float, x: str, weight: str, out: str) -> KernelText:
-    assert rmsnorm_lx(hidden) <= LX_BUDGET, hidden
+    if rmsnorm_lx(hidden) > LX_BUDGET:
+        raise UserError(f"config field 'hidden_size' = {hidden}: one row does not fit a core's LX in the RMSNorm kernel")
     grid = rows_grid(m)
     kt = Kernel(name, [x, weight, out], grid)
     xv = kt.view(x, (m, hidden))

@@ -11,6 +11,7 @@ The input ``[m, heads*head_dim]`` is viewed as ``[m*heads, head_dim]`` so one ro
 
 from __future__ import annotations
 
+from ....errors import UserError
 from ..ktir_text import Kernel, KernelText
 from ..tiling import LX_BUDGET, rope_lx, rows_grid
 from .rows import RowBase
@@ -29,7 +30,9 @@ def rope_kernel(
     out_rows: int | None = None,
     out_base: RowBase = RowBase(),
 ) -> KernelText:
-    assert rope_lx(heads, head_dim) <= LX_BUDGET, (heads, head_dim)
+    if rope_lx(heads, head_dim) > LX_BUDGET:
+        raise UserError(f"config fields 'num_attention_heads' x 'head_dim' = {heads} x {head_dim}: one token's "
+                        "heads do not fit a core's LX in the RoPE kernel")
     half = head_dim // 2
     grid = rows_grid(m)
     kt = Kernel(name, [x, cos, sin, out, *out_base.args()], grid)
