@@ -13,7 +13,6 @@ Python ints and on numpy integer arrays (vectorised point enumeration).
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -513,5 +512,3 @@ def eval_bound(e: Expr, syms) -> int:
         return e[1]
     return int(eval(to_python(e, [], [f"_s[{i}]" for i in range(len(syms))]), {"_s": list(syms)}))
 
-
-_ = itertools  # kept for callers that enumerate small products

@@ -162,7 +162,6 @@ def _block_peak(block: Block, live_in: int, cap: int, faults: dict, fault_ops: d
     on entry (so a loop-carried accumulator is momentarily counted twice, as on the hardware).
     """
     last_use: dict[int, int] = {}
-    index_of_op = {id(op): k for k, op in enumerate(block.ops)}
 
     def note_uses(op: Op, k: int) -> None:
         for v in op.operands:
@@ -199,7 +198,6 @@ def _block_peak(block: Block, live_in: int, cap: int, faults: dict, fault_ops: d
         peak = max(peak, during)
         for vid in dying.pop(k, ()):
             live -= sizes[vid]
-    _ = index_of_op
     return peak
 
 

@@ -411,11 +411,9 @@ class _Parser:
     def parse_module(self) -> Module:
         module = Module(self.filename, loc=self.loc())
         while self.kind() == "hashid":
-            i = self.pos
             name = self.next()
             self.expect("=", "after the attribute alias name")
             self.aliases[name] = self.parse_attr_value()
-            _ = i
         module.aliases = dict(self.aliases)
         braced = False
         if self.accept("module"):

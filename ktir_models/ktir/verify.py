@@ -98,13 +98,10 @@ def _elementwise(op: Op) -> None:
         if not _compatible(v.type, rt):
             _fail(f"operand {v.name} of type {v.type} does not match the result type {rt}")
     elem = _elem(rt)
-    is_float_op = op.name.endswith("f") or op.name in ("math.exp", "math.sqrt", "math.rsqrt",
-                                                       "math.tanh", "math.log", "math.erf")
     if op.name.startswith("arith.") and op.name[-1] == "f" and elem not in FLOAT_TYPES:
         _fail(f"'{op.name}' needs a float type, got {rt}")
     if op.name.startswith("arith.") and op.name[-1] == "i" and elem not in INT_TYPES:
         _fail(f"'{op.name}' needs an integer or index type, got {rt}")
-    _ = is_float_op
 
 
 _CMPI = {"eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"}
@@ -486,7 +483,6 @@ def _splat(op: Op) -> None:
 
 def _extract(op: Op) -> None:
     src = op.operands[0]
-    _check_declared_operands(op) if False else None
     t = _declared(op)
     if not _compatible(src.type, t):
         _fail(f"operand {src.name} has type {src.type}, but the op says {t}")

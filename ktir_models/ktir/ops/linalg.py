@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir import TensorType
 from . import register
-from .arith import _FLOAT_BINARY, _INT_BINARY, coerce
+from .arith import _INT_BINARY, coerce
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -151,7 +151,6 @@ def build_reduce(c, op):
         xs = [env[s] for s in in_slots]
         accs = [np.asarray(env[s]) for s in out_slots]
         shape = xs[0].shape
-        kept = [k for k in range(len(shape)) if k not in dims]
         moved = [np.moveaxis(x, list(dims), list(range(len(dims)))) for x in xs]
         for pos in itertools.product(*[range(shape[d]) for d in dims]):
             for s, m in zip(arg_slots[:n_in], moved):
@@ -160,7 +159,6 @@ def build_reduce(c, op):
                 env[s] = a
             run_steps(body, env)
             accs = [np.asarray(env[s]) for s in yield_slots]
-        _ = kept
         for s, a, t in zip(res_slots, accs, res_types):
             env[s] = coerce(np.broadcast_to(a, t.shape) if a.shape != t.shape else a, t)
 
@@ -386,5 +384,3 @@ def build_index(c, op):
 def build_terminator(c, op):
     return None  # parents read the yielded slots directly
 
-
-_ = (_FLOAT_BINARY,)
