@@ -46,7 +46,8 @@ def run_steps(steps, env) -> None:
             step(env)
     except EmulationFault:
         raise
-    except (FaultSignal, ArithmeticError, ValueError, IndexError, TypeError, MemoryError) as exc:
+    except (FaultSignal, ArithmeticError, ValueError, IndexError, TypeError, MemoryError,
+            KeyError, AttributeError, NotImplementedError) as exc:
         ctx = env[0]
         op = getattr(step, "op", None)
         msg = str(exc) if isinstance(exc, FaultSignal) else f"{type(exc).__name__}: {exc}"

@@ -178,8 +178,16 @@ def build_broadcast(c, op):
         c.set_const(r, np.broadcast_to(np.expand_dims(c.const(x), dims), shape))
         return None
 
+    expanded = list(shape)
+    for d in dims:
+        expanded[d] = 1
+    expanded = tuple(expanded)
+    dt = r.type.dtype
+
     def step(env):
-        env[ir] = np.broadcast_to(np.expand_dims(env[ix], dims), shape)
+        out = np.empty(shape, dtype=dt)
+        out[...] = env[ix].reshape(expanded)
+        env[ir] = out
 
     return step
 

@@ -50,6 +50,12 @@ def build_splat(c, op):
         c.set_const(op.result, np.full(t.shape, c.const(s), dtype=dt))
         return None
     is_, ir = c.slot(s), c.slot(op.result)
+    if t.is_static and (t.num_elements or 0) <= 65536:
+        shape = tuple(t.shape)
+
+        def step(env):  # small: a filled array is cheaper than a broadcast view
+            env[ir] = np.full(shape, env[is_], dtype=dt)
+        return step
 
     def step(env):
         env[ir] = np.broadcast_to(np.asarray(env[is_], dtype=dt), shape_of(env))
