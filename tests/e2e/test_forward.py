@@ -199,11 +199,20 @@ def test_missing_safetensors(tiny_model: Path, tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-def test_corrupt_safetensors(tiny_model: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[:1000],  # cut inside the header
+        lambda b: b[:-100],  # header intact, data short
+        lambda b: b"\xff" * 64 + b[64:],  # garbage header length
+    ],
+    ids=["header-cut", "data-cut", "garbage"],
+)
+def test_corrupt_safetensors(tiny_model: Path, tmp_path: Path, damage) -> None:
     model = tmp_path / "model"
     shutil.copytree(tiny_model, model)
     for f in model.glob("*.safetensors"):
-        f.write_bytes(f.read_bytes()[:1000])  # truncated: header claims more bytes than exist
+        f.write_bytes(damage(f.read_bytes()))
     program = write_tiny_program(tmp_path / "prog")
     before = snapshot(tmp_path)
     proc = forward(str(model), "--program", str(program), "--golden", "none")
