@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import UserError
 from .config import ModelConfig
@@ -542,16 +542,3 @@ def check_node_arguments(
             detail = f"argument order differs: @{node.fn}({', '.join(signature.arg_names)})"
         raise r.fail(f"{p}.args", f"{detail} ({where})")
 
-
-def describe(manifest: Manifest) -> str:
-    """One line for reports: node/tensor/source counts, m, mode."""
-    return (
-        f"{len(manifest.nodes)} nodes, {len(manifest.tensors)} tensors, {len(manifest.sources)} sources, "
-        f"m={manifest.tokens} ({manifest.mode})"
-    )
-
-
-def iter_weight_sources(manifest: Manifest) -> Iterable[tuple[int, SourceDecl]]:
-    for i, s in enumerate(manifest.sources):
-        if s.role == "weight":
-            yield i, s

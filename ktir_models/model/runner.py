@@ -26,8 +26,8 @@ import numpy as np
 
 from .. import ktir
 from ..errors import UserError
-from .bindings import check_weight_shapes, input_tensor_ids, load_weight, source_label
-from .manifest import MANIFEST_FILE, Manifest, check_node_arguments, Signature
+from .bindings import check_weight_shapes, input_tensor_ids, load_weight
+from .manifest import MANIFEST_FILE, Manifest, Signature, check_node_arguments
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,3 @@ def _progress(total: int, enabled: bool):
 
     return tqdm(total=total, unit="node", file=sys.stderr, delay=1.0, leave=False, desc="forward")
 
-
-def describe_source(manifest: Manifest, tensor_id: int) -> str:
-    src = manifest.source(tensor_id)
-    return source_label(manifest, src) if src is not None else f"tensor {tensor_id}"
