@@ -69,9 +69,10 @@ class ForwardReport:
     hbm_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict; NaN/Inf numbers become null (strict JSON)."""
         doc = asdict(self)
         doc["pass"] = doc.pop("passed")
-        return doc
+        return _strict(doc)
 
     def render(self) -> str:
         lines = [
@@ -113,6 +114,16 @@ class ForwardReport:
         return "\n".join(lines)
 
 
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
 def check_json_target(path: Path) -> None:
     """Fail early (before any work) if ``--json`` cannot be written."""
     if path.is_dir():
@@ -124,7 +135,7 @@ def check_json_target(path: Path) -> None:
 def write_json(path: Path, report: ForwardReport) -> None:
     """Write the report atomically (a temp file renamed over ``path``) so a crash never leaves a
     half-written file where the user's was."""
-    text = json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
