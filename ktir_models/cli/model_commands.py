@@ -46,7 +46,11 @@ def forward(
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
-    """Run MODEL's KTIR forward on the emulator and compare the logits with a golden."""
+    """Run MODEL's KTIR forward on the emulator and compare the logits with a golden.
+
+    Pass: top-1 agrees on every row and max|logits - golden| <= 2^-6 max|golden| (docs/forward.md).
+    Exit codes: 0 pass (or ran, with --golden none), 1 mismatch, 2 bad input.
+    """
     from ..model.report import check_json_target, write_json
 
     if mode is not None and mode not in ("decode", "prefill"):
