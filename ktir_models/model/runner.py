@@ -80,6 +80,7 @@ class Runner:
         self.timings = Timings()
         self._plans: list[Any] = []
         self._buffers: dict[int, Any] = {}
+        self._node_args: list[dict[str, int]] = []
         self._input_ids = input_tensor_ids(manifest)
         self.hbm_bytes = 0
         self.passes: list[PassResult] = []
@@ -99,7 +100,8 @@ class Runner:
             fn = module.functions.get(node.fn)
             signature = None
             if fn is not None:
-                signature = Signature(node.fn, tuple(fn.arg_names), 0, 0)
+                loc = getattr(fn, "loc", None)
+                signature = Signature(node.fn, tuple(fn.arg_names), getattr(loc, "line", 0), getattr(loc, "col", 0))
             check_node_arguments(i, node, signature, path)
             functions.append(fn)
         self.timings.parse = time.perf_counter() - start
@@ -127,6 +129,8 @@ class Runner:
                 continue
             self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
             self.hbm_bytes += 2 * t.rows * t.cols
+        # Addresses never change after marshalling: bind each node's arguments once.
+        self._node_args = [{a.name: self._buffers[a.tensor].address for a in n.args} for n in self.manifest.nodes]
         self.timings.marshal = time.perf_counter() - start
 
     # ------------------------------------------------------------------ phase 3: passes
@@ -148,10 +152,9 @@ class Runner:
         start = time.perf_counter()
         try:
             for i, (node, plan) in enumerate(zip(nodes, self._plans)):
-                args = {a.name: self._buffers[a.tensor].address for a in node.args}
                 t0 = time.perf_counter()
                 try:
-                    plan.run(args)
+                    plan.run(self._node_args[i])
                 except UserError as exc:
                     raise UserError(f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
                 times[i] = time.perf_counter() - t0
