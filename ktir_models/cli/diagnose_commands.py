@@ -113,5 +113,4 @@ def diagnose(
     if json_path is not None:
         write_json(json_path, _Doc({"diagnose": report.as_dict()}))
     if not report.ok:
-        raise Mismatch("diagnose: " + (f"fault in node {report.fault_node}" if report.fault
-                                       else f"node {report.culprit.node} is out of its f16 band"))
+        raise Mismatch("diagnose: " + report.headline())

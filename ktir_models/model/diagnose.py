@@ -219,6 +219,15 @@ class DiagnoseReport:
     def ok(self) -> bool:
         return self.culprit is None and self.fault is None
 
+    def headline(self) -> str:
+        """One line naming what went wrong first."""
+        if self.culprit is not None:
+            c = self.culprit
+            return f"node {c.node} (@{c.fn}, {c.role}) is out of its f16 band"
+        if self.fault is not None:
+            return f"emulation fault in node {self.fault_node}"
+        return "every compared node is within its f16 band"
+
     def render(self, table: bool = False) -> str:
         out = [f"program  {self.program}  ({self.nodes} nodes, {len(self.compared)} compared with "
                f"transformers, {len(self.unmapped)} unmapped)"]
@@ -227,11 +236,12 @@ class DiagnoseReport:
             for e in self.compared:
                 flag = "  <-- out of band" if e.jumped else ""
                 out.append(f"{e.node:>5} {e.role[:34]:<34} {e.rel_error:>9.2e} {e.band:>9.2e}{flag}")
-        if self.fault is not None:
-            out.append(f"fault    node {self.fault_node}: {self.fault}")
-        if self.culprit is not None:
+        if self.culprit is not None:  # it ran before any fault: the root cause comes first
             out.append(self.culprit.render())
-        elif self.fault is None:
+        if self.fault is not None:
+            later = " (after the node above)" if self.culprit is not None else ""
+            out.append(f"fault    node {self.fault_node}{later}: {self.fault}")
+        if self.culprit is None and self.fault is None:
             worst = max(self.compared, key=lambda e: e.rel_error, default=None)
             tail = f" (largest relative error {worst.rel_error:.3g} at node {worst.node}, {worst.role})" \
                 if worst else ""

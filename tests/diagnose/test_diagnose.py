@@ -96,8 +96,14 @@ def test_broken_copy_is_named_exactly(smollm, tmp_path, which):
         assert c.op == "scf.for" and "arith.constant 512" in c.excerpt
     if which == "swapped_mask":  # the first head's store (line 140) wrote the worst value
         assert c.worst[1] < 64 and c.store_loc.endswith(":140:5")
-    if which == "rope_offset":  # column 63 of a head is never stored by the broken node
+    if which == "rope_offset":  # column 63 of a head is never stored by the broken node ...
         assert c.store_loc is None and "no store of this node writes" in c.render()
+        # ... so the attention node after it reads never-written memory: a fault, named second
+        assert report.fault_node == node + 2 and "never-written" in report.fault
+        text = report.render()
+        assert text.index("first node out of its f16 band") < text.index("fault    node")
+    else:
+        assert report.fault is None
 
 
 @pytest.mark.slow
@@ -114,7 +120,8 @@ def test_faulting_copy_names_the_node(smollm, tmp_path):
     (dest / f"node{node}.mlir").write_text(text.replace("%K3 = arith.constant 576", "%K3 = arith.constant 640"))
     report = diagnose(load_manifest(dest), cfg, ckpt, reference=reference)
     assert report.fault_node == node and not report.ok
-    assert f"nodes[{node}]" in report.fault and "ktdp.load" in report.fault and "core 0" in report.fault
+    assert f"nodes[{node}]" in report.fault and f"node{node}.mlir:" in report.fault
+    assert "outside" in report.fault and "core 0" in report.fault
     assert all(e.node < node for e in report.compared)
 
 
