@@ -7,6 +7,7 @@ report (atomically).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -16,14 +17,62 @@ from ..errors import Mismatch, UserError
 from .app import app
 
 
+def _finite(value):
+    """JSON-safe copy: non-finite floats (an infinite error, an undefined intensity) become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 class _Doc:
     """A plain dict in the shape report.write_json expects (an object with ``to_json``)."""
 
     def __init__(self, data: dict):
-        self.data = data
+        self.data = _finite(data)
 
     def to_json(self) -> dict:
         return self.data
+
+
+def with_sections(report, **sections) -> _Doc:
+    """``report`` (anything with ``to_json()``, e.g. forward's report) plus extra top-level
+    sections (``latency=...``, ``diagnose=...``), ready for report.write_json."""
+    data = dict(report.to_json())
+    data.update(sections)
+    return _Doc(data)
+
+
+def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None):
+    """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run)."""
+    from ..model.diagnose import diagnose as run_diagnose
+    from ..model.manifest import check_signatures, load_manifest, validate
+    from ..model.registry import resolve_model
+    from ..model.weights import get_checkpoint
+
+    spec = resolve_model(model)
+    manifest = load_manifest(program)
+    validate(manifest, spec.config)
+    check_signatures(manifest)
+    ckpt = get_checkpoint(spec, weights, seed=seed)
+    return run_diagnose(manifest, spec.config, ckpt, checks=checks)
+
+
+def _check_json(json_path: Path | None, program: Path) -> None:
+    """--json must be writable and must not name a file of the program (an input of the run)."""
+    from ..model.report import check_json_target
+
+    if json_path is None:
+        return
+    check_json_target(json_path)
+    target = json_path.resolve()
+    if Path(program).is_dir():
+        for path in Path(program).iterdir():
+            if path.resolve() == target:
+                raise UserError(f"--json {json_path}: refusing to overwrite {path}, a file of the program")
 
 
 def _hardware(cores: int, clock_ghz: float, hbm_tb_s: float, pipeline: str):
@@ -67,10 +116,9 @@ def latency(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
 ) -> None:
     """Cycle-approximate roofline of a program: per node, per category, bottlenecks."""
-    from ..model.report import check_json_target, write_json
+    from ..model.report import write_json
 
-    if json_path is not None:
-        check_json_target(json_path)
+    _check_json(json_path, program)
     result = program_latency(program, _hardware(cores, clock_ghz, hbm_tb_s, pipeline))
     print(result.render(limit=top))
     if json_path is not None:
@@ -90,25 +138,15 @@ def diagnose(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
 ) -> None:
     """Run the program and transformers side by side; name the first node out of its f16 band."""
-    from ..model.diagnose import diagnose as run_diagnose
-    from ..model.manifest import check_signatures, load_manifest, validate
-    from ..model.registry import resolve_model
-    from ..model.report import check_json_target, write_json
-    from ..model.weights import get_checkpoint
+    from ..model.report import write_json
 
-    if json_path is not None:
-        check_json_target(json_path)
-    spec = resolve_model(model)
-    manifest = load_manifest(program)
-    validate(manifest, spec.config)
-    check_signatures(manifest)
-    ckpt = get_checkpoint(spec, weights, seed=seed)
+    _check_json(json_path, program)
     checker = None
     if checks or strict:
         from ..ktir.checks import NumericChecks
 
         checker = NumericChecks(strict=strict)
-    report = run_diagnose(manifest, spec.config, ckpt, checks=checker)
+    report = diagnose_program(model, program, weights, seed, checker)
     print(report.render(table=table))
     if json_path is not None:
         write_json(json_path, _Doc({"diagnose": report.as_dict()}))

@@ -147,3 +147,24 @@ def test_scratchy_decode_report_and_cli(corpus_dir, tmp_path, capsys):
     data = json.loads(out.read_text())["latency"]
     assert data["nodes"][1]["cycles"] == 5931 and data["nodes"][1]["bottleneck"] == "memory"
     assert data["params"]["hbm_tb_per_s"] == 0.128 and len(data["nodes"]) == 452
+
+
+def test_cli_refuses_bad_input_and_program_files(corpus_dir, tmp_path, capsys):
+    import ktir_models.cli.diagnose_commands  # noqa: F401  (registers the command)
+    from ktir_models.cli import main
+
+    # a --json naming a file of the program would overwrite the user's program: refused
+    prog = tmp_path / "prog"
+    prog.mkdir()
+    for entry in (corpus_dir / DECODE).iterdir():
+        (prog / entry.name).symlink_to(entry)
+    with pytest.raises(SystemExit) as exc:
+        main(["latency", str(prog), "--json", str(prog / "manifest.json")])
+    assert exc.value.code == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["latency", str(prog), "--pipeline", "parallel"])
+    assert exc.value.code == 2 and "pipeline" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["latency", str(tmp_path / "missing")])
+    assert exc.value.code == 2 and "Traceback" not in capsys.readouterr().err
