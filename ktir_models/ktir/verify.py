@@ -78,12 +78,9 @@ def _check_declared_operands(op: Op) -> None:
     types = op.attrs.get("types") or []
     if not types:
         return
-    if len(types) == 1:
+    if len(types) == 1:  # one type for every operand (arith/math shorthand)
         for v in op.operands:
-            if not _compatible(v.type, types[0]) and v.type.__class__ is not ScalarType or (
-                    isinstance(v.type, ScalarType) and not _compatible(v.type, types[0])):
-                if op.name == "arith.select" and v is op.operands[0]:
-                    continue
+            if not _compatible(v.type, types[0]):
                 _fail(f"operand {v.name} has type {v.type}, but the op says {types[0]}")
     else:
         for v, t in zip(op.operands, types):
