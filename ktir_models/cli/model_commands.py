@@ -181,6 +181,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         slowest_nodes=[
             {"node": i, "fn": fn, "seconds": s} for i, fn, s in runner.slowest_nodes(5)
         ],
+        node_seconds=runner.node_seconds(),
         nonfinite=asdict(result.nonfinite) if result.nonfinite is not None else None,
         hbm_bytes=runner.hbm_bytes,
     )

@@ -65,6 +65,7 @@ class ForwardReport:
     metrics: dict[str, Any] | None
     seconds: dict[str, float]
     slowest_nodes: list[dict[str, Any]] = field(default_factory=list)
+    node_seconds: list[float] = field(default_factory=list)  # median per node, manifest order
     nonfinite: dict[str, Any] | None = None
     hbm_bytes: int = 0
 

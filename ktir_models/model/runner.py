@@ -192,11 +192,17 @@ class Runner:
 
     # ------------------------------------------------------------------ reporting helpers
 
-    def slowest_nodes(self, count: int = 5) -> list[tuple[int, str, float]]:
-        """(node index, fn, median seconds over passes), slowest first."""
+    def node_seconds(self) -> list[float]:
+        """Median seconds of each node over the passes run so far (manifest order)."""
         if not self.passes:
             return []
-        per_node = [statistics.median(p.node_seconds[i] for p in self.passes) for i in range(len(self.manifest.nodes))]
+        return [statistics.median(p.node_seconds[i] for p in self.passes) for i in range(len(self.manifest.nodes))]
+
+    def slowest_nodes(self, count: int = 5) -> list[tuple[int, str, float]]:
+        """(node index, fn, median seconds over passes), slowest first."""
+        per_node = self.node_seconds()
+        if not per_node:
+            return []
         order = sorted(range(len(per_node)), key=lambda i: -per_node[i])[:count]
         return [(i, self.manifest.nodes[i].fn, per_node[i]) for i in order]
 

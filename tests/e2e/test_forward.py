@@ -152,6 +152,7 @@ def test_tiny_forward_passes_with_golden_file(tiny_model: Path, tmp_path: Path) 
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     doc = json.loads(report.read_text())
     assert doc["pass"] is True and doc["repeat"] == 2 and doc["metrics"]["max_abs"] == 0.0
+    assert len(doc["node_seconds"]) == 2 and all(t >= 0 for t in doc["node_seconds"])
 
 
 def test_tiny_forward_vendored_golden_and_inputs(tiny_model: Path, tmp_path: Path) -> None:
