@@ -208,6 +208,11 @@ def _try_batched_gemm_loop(c, op):
     transpose_b = mm.name == "linalg.matmul_transpose_b"
     (a_base, a_lo, a_ext, a_elem), (b_base, b_lo, b_ext, b_elem) = plans
     widen = {"f16", "bf16"}
+    if acc.type.elem == "f16":
+        def add(x, y):  # exactly rounded f16 sum, computed in f32 (see ops/arith.py)
+            return np.add(x, y, dtype=np.float32).astype(np.float16)
+    else:
+        add = np.add
 
     def trip_major(b):
         """[N, T*KB] -> contiguous [T, N, KB] (transpose_b) or [T*KB, N] -> [T, KB, N]."""
@@ -235,11 +240,11 @@ def _try_batched_gemm_loop(c, op):
         if m * B3.shape[2] <= 16384:
             # small tiles: one batched matmul for all trips (Python overhead dominates)
             for p in np.matmul(A3, B3).astype(part_dt):
-                total = total + p
+                total = add(total, p)
         else:
             # wide tiles: per-trip 2-D BLAS calls keep the working set in cache
             for t in range(trips):
-                total = total + np.matmul(A3[t], B3[t]).astype(part_dt)
+                total = add(total, np.matmul(A3[t], B3[t]).astype(part_dt))
         env[res_slot] = total
 
     step.op = op
