@@ -178,6 +178,14 @@ def test_tiny_forward_mismatch_exits_1(tiny_model: Path, tmp_path: Path) -> None
 # ----------------------------------------------------------------------------- bad input
 
 
+def test_malformed_node_file_is_located(tiny_model: Path, tmp_path: Path) -> None:
+    program = write_tiny_program(tmp_path / "prog")
+    node = program / "node0.mlir"
+    node.write_text(node.read_text().replace("arith.mulf", "arith.mulx"))
+    proc = forward(str(tiny_model), "--program", str(program), "--golden", "none")
+    assert_user_error(proc, f"{node}:23:10: error: unknown operation 'arith.mulx'")
+
+
 def test_golden_of_wrong_size(tiny_model: Path, tmp_path: Path) -> None:
     from ktir_models.model.golden import write_f16_gz
 
