@@ -33,3 +33,14 @@ def tiny_configs() -> dict[str, ModelConfig]:
 
 def registry_configs() -> dict[str, ModelConfig]:
     return {name: resolve_model(name).config for name in ("smollm2-135m", "llama-3.2-1b")}
+
+
+def llama_3b_config() -> ModelConfig:
+    """Llama-3.2-3B's architecture (head_dim 128, GQA 3, 28 layers, hidden 3072): emitted and
+    checked for machine fit only (no weights)."""
+    return tiny_config(
+        hidden_size=3072, intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
+        num_key_value_heads=8, head_dim=128, vocab_size=128256, rope_theta=500000.0,
+        max_position_embeddings=131072,
+        rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})

@@ -16,7 +16,7 @@ from ktir_models.model.emit import EMITTER_VERSION, cached_program, emit_program
 from ktir_models.model.manifest import check_signatures, load_manifest, validate
 from ktir_models.model.emit.tiling import LX_BYTES, MAX_CORES
 
-from .configs import registry_configs, tiny_configs
+from .configs import llama_3b_config, registry_configs, tiny_configs
 
 TINY = tiny_configs()
 SHAPES = [("decode", 1, 0), ("prefill", 7, 0), ("prefill", 32, 0), ("decode", 1, 31)]
@@ -169,3 +169,14 @@ def test_unsupported_sizes_name_the_config_field_and_write_nothing(tmp_path):
     with pytest.raises(UserError, match="capacity"):
         emit_program(TINY["tiny-mha"], "decode", 1, 0, tmp_path / "q", "t", capacity=200000)
     assert not (tmp_path / "q").exists()
+
+
+@pytest.mark.parametrize("mode,m,past", [("decode", 1, 0), ("prefill", 32, 0), ("decode", 1, 31)])
+def test_llama_3b_architecture_fits_the_machine(tmp_path, mode, m, past):
+    out = emit_program(llama_3b_config(), mode, m, past, tmp_path / "p", "llama-3.2-3b")
+    doc = json.loads((out / "manifest.json").read_text())
+    assert len(doc["nodes"]) == 11 * 28 + 2
+    machine = ktir.Machine()
+    for node in doc["nodes"][:11] + doc["nodes"][-2:]:  # one layer and the head: every kernel shape
+        plan = machine.compile(ktir.load_module(out / node["mlir"]).function(node["fn"]))
+        assert plan.lx_peak <= min(LX_BYTES, node["lx_estimate"]), (node["fn"], plan.lx_peak)
