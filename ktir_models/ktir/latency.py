@@ -37,7 +37,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .ir import Block, Function, MemRefType, Op, ScalarType, TensorType, Value
+from .ir import Block, Function, Op, ScalarType, TensorType, Value
 
 STICK_BYTES = 128
 CATEGORIES = ("hbm", "lx", "vector", "transcendental", "matmul", "layout", "comm")
@@ -340,17 +340,12 @@ class _CoreWalker:
         self.stick_cache = stick_cache
         self.footprints: list | None = None  # (op, tile) of every store, when recording
         self.trip_limit = EXACT_TRIP_LIMIT
+        # arguments used as view offsets are pointers, modelled as stick-aligned bases (0);
+        # other scalar arguments (a decode position, say) are unknown until run time
+        pointers = {v for op in fn.walk() if op.name == "ktdp.construct_memory_view"
+                    for v in op.groups.get("offset", [])}
         for a in fn.args:
-            # pointers are modelled as stick-aligned bases (offset 0); scalar arguments are unknown
-            self.env[a] = 0 if a.name.endswith("_ptr") or a.name.endswith("ptr") else None
-        self._pointer_args = set()
-        for op in fn.walk():
-            if op.name == "ktdp.construct_memory_view":
-                for v in op.groups.get("offset", []):
-                    self._pointer_args.add(v)
-        for a in fn.args:
-            if a in self._pointer_args:
-                self.env[a] = 0
+            self.env[a] = 0 if a in pointers else None
 
     # -- bookkeeping
     def charge(self, op: Op, scale: float, category: str | None = None, cycles: float = 0.0,
@@ -568,7 +563,8 @@ class _CoreWalker:
         if all(isinstance(r.type, ScalarType) for r in op.results) and all(
                 isinstance(v.type, ScalarType) for v in op.operands):
             if all(r.type.name in ("index", "i64", "i32", "i1") for r in op.results):
-                self.scalar(op) if op.name in _INT_BINARY or op.name in _INT_CAST else None
+                if op.name in _INT_BINARY or op.name in _INT_CAST:
+                    self.scalar(op)
                 self.charge(op, scale)  # scalar integer math is free
                 for r in op.results:
                     self.env.setdefault(r, None)
@@ -608,7 +604,7 @@ def _static_or_dynamic(static, dynamic: list, env: dict) -> list:
         return [env.get(v) for v in dynamic]
     out, k = [], 0
     for s in static:
-        if s is None or (isinstance(s, int) and s < -(2**40)):
+        if s is None:  # a `?` entry: the next dynamic operand
             out.append(env.get(dynamic[k]) if k < len(dynamic) else None)
             k += 1
         else:

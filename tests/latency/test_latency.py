@@ -91,7 +91,6 @@ def test_vector_add_on_32_cores():
 
 def test_misaligned_rows_touch_more_sticks():
     """A 4x64 f16 tile whose rows start 2 elements into a stick touches 2 sticks per row."""
-    text = VECTOR_ADD  # reuse the parser on a 2-d kernel below
     kernel = """module {
   func.func @k(%a_ptr: index) attributes {grid = [1, 1]} {
     %c0 = arith.constant 0 : index
@@ -107,7 +106,6 @@ def test_misaligned_rows_touch_more_sticks():
   }
 }
 """
-    del text
     aligned = function_latency(ktir.parse_text(kernel.replace("%cX", "%c0"), "a.mlir").only_function)
     shifted = function_latency(ktir.parse_text(kernel.replace("%cX", "%c2"), "b.mlir").only_function)
     assert aligned.hbm_bytes == 4 * 128 and shifted.hbm_bytes == 4 * 2 * 128
