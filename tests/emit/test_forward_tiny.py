@@ -74,6 +74,17 @@ def test_forward_matches_transformers(checkpoints, name, mode, m, past):
     assert max(out.node_lx) <= LX_BYTES
 
 
+@pytest.mark.parametrize("m,past", [(70, 0), (66, 5)])
+def test_long_prefill_uses_row_blocks(checkpoints, m, past):
+    """More than 64 tokens: GEMMs and attention work in row blocks (64 + rest), the causal
+    constant of the second block starts mid-triangle; with past > 0 also a chunked prefill."""
+    name = "tiny-gqa4-untied-llama3"
+    ckpt = checkpoints[name]
+    out, ids = forward_after_prefill(ckpt, name, "prefill", m, past)
+    prefix = golden_token_ids(past, ckpt.config.vocab_size) if past else None
+    _check(out.logits, live_logits(ckpt, ids, past=past, prefix_ids=prefix))
+
+
 def test_prefill_writes_the_transformers_kv_cache(checkpoints):
     name = "tiny-gqa4-untied-llama3"
     ckpt, cfg = checkpoints[name], TINY[name]
