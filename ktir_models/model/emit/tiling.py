@@ -3,9 +3,9 @@
 Every kernel we emit is planned here from its shapes alone. The LX estimates count every tensor
 that is live at the worst point of a kernel body: the loaded f16 tiles, f32 copies where a kernel
 widens explicitly, the loop-carried accumulator twice (old and new value coexist at the
-``scf.yield``), and the epilogue temporaries. Estimates are kept under :data:`LX_BUDGET` (1.5 MiB), leaving a quarter of LX as
-slack for accounting differences between emulators; the emulator's measured high-water mark is
-checked against the full 2 MiB in the tests.
+``scf.yield``), and the epilogue temporaries. Estimates are kept under :data:`LX_BUDGET`
+(1.5 MiB), leaving a quarter of LX as slack for accounting differences between emulators; the
+emulator's measured high-water mark is checked against the full 2 MiB in the tests.
 """
 
 from __future__ import annotations
