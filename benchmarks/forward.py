@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""Emulated forward vs. native transformers forward, side by side in one process.
+
+    python benchmarks/forward.py MODEL [--program DIR] [--mode decode|prefill] [--tokens M]
+                                 [--past P] [--weights synthetic|hub|DIR] [--repeat N] [--json OUT]
+
+Without ``--program`` our own emitted program for MODEL is used (``--mode``/``--tokens``/``--past``
+choose it). Both sides run the same weights (synthetic by default) and the same golden-convention
+tokens. After one warm-up pass each, every pass is timed and the median of ``--repeat`` (>= 5)
+passes is reported:
+
+* emulated: ``Runner.run`` of the model layer (weights resident in HBM, plans compiled, inputs
+  written into their resident buffers), i.e. exactly what ``ktir-models forward`` times;
+* native: ``LlamaForCausalLM`` in float32 (eager attention) on the same tokens and positions; for a
+  program with ``past > 0`` the prefix KV cache is computed once and a fresh copy of it (made
+  outside the timer) is handed to every timed pass.
+
+torch runs with as many intra-op threads as numpy's BLAS (read from ``OPENBLAS_NUM_THREADS`` /
+``OMP_NUM_THREADS``, else the number of CPUs), so both sides get the same cores. Also printed:
+parse + compile seconds, marshal seconds and the process's peak RSS (which includes the float32
+transformers model that the native side needs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+GIB = 1024**3
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def blas_threads() -> int:
+    """The thread count numpy's OpenBLAS uses: its env vars if set, else every CPU."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return os.cpu_count() or 1
+
+
+def resolve_program(spec, program: str | None, mode: str | None, tokens: int | None, past: int) -> Path:
+    if program is not None:
+        return Path(program)
+    from ktir_models.model.emit import cached_program
+
+    return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
+
+
+def time_passes(fn, repeat: int) -> list[float]:
+    fn()  # warm-up: first-pass caches (f32 weight copies, torch kernels) are not timed
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def native_pass_factory(ckpt, pass_):
+    """A function timing one native f32 forward of the pass (prefix cache prepared once)."""
+    import numpy as np
+    import torch
+
+    from ktir_models.model.golden import _cache_kwarg, _output_cache, load_transformers_model
+
+    model = load_transformers_model(ckpt)
+    ids = torch.as_tensor(np.asarray(pass_.token_ids, dtype=np.int64).reshape(1, -1))
+    positions = torch.as_tensor(np.asarray(pass_.positions, dtype=np.int64).reshape(1, -1))
+    kwarg = _cache_kwarg(model)
+    prefix_cache = None
+    if pass_.past > 0:
+        prefix = torch.as_tensor(np.asarray(pass_.prefix_ids, dtype=np.int64).reshape(1, -1))
+        with torch.no_grad():
+            prefix_cache = _output_cache(model(prefix, use_cache=True))
+
+    state = {"cache": copy.deepcopy(prefix_cache)}
+
+    def timed() -> float:
+        start = time.perf_counter()
+        with torch.no_grad():
+            model(ids, position_ids=positions, use_cache=True, **{kwarg: state["cache"]})
+        elapsed = time.perf_counter() - start
+        state["cache"] = copy.deepcopy(prefix_cache)  # a fresh cache for the next pass, untimed
+        return elapsed
+
+    return timed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="registry name, e.g. smollm2-135m or llama-3.2-1b")
+    parser.add_argument("--program", help="fixture dir (manifest.json + node*.mlir); default: our emitted program")
+    parser.add_argument("--mode", choices=("decode", "prefill"), help="emitted program: decode or prefill")
+    parser.add_argument("--tokens", type=int, help="emitted program: tokens per pass m")
+    parser.add_argument("--past", type=int, default=0, help="emitted program: tokens already in the KV cache")
+    parser.add_argument("--weights", default="synthetic", help="synthetic (default), hub, or a checkpoint dir")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=5, help="timed passes per side (median; >= 5)")
+    parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
+    args = parser.parse_args()
+    if args.repeat < 5:
+        parser.error("--repeat: at least 5 timed passes")
+
+    import numpy as np
+    import torch
+
+    from ktir_models.model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
+    from ktir_models.model.manifest import check_signatures, load_manifest, validate
+    from ktir_models.model.registry import resolve_model
+    from ktir_models.model.runner import Runner
+    from ktir_models.model.weights import get_checkpoint
+
+    threads = blas_threads()
+    torch.set_num_threads(threads)
+
+    spec = resolve_model(args.model)
+    program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
+    manifest = load_manifest(program)
+    validate(manifest, spec.config)
+    check_signatures(manifest)
+    ckpt = get_checkpoint(spec, args.weights, seed=args.seed)
+    pass_ = pass_spec(manifest, spec.config)
+    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
+    if pass_.past and manifest.extras.get("format") == "ktir-models/1":
+        from ktir_models.model.emit.generation import prefill_cache_inputs
+
+        vendored = {**prefill_cache_inputs(ckpt, program), **vendored}
+
+    runner = Runner(manifest, show_progress=False)
+    runner.load()
+    runner.marshal(ckpt)
+    inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
+    emulated = time_passes(lambda: runner.run(inputs), args.repeat)
+    logits = runner.passes[-1].result
+
+    timed_native = native_pass_factory(ckpt, pass_)
+    timed_native()  # warm-up
+    native = [timed_native() for _ in range(args.repeat)]
+
+    emulated_ms = 1e3 * statistics.median(emulated)
+    native_ms = 1e3 * statistics.median(native)
+    compile_s = runner.timings.parse + runner.timings.compile
+    figures = {
+        "model": spec.name,
+        "program": str(program),
+        "mode": manifest.mode,
+        "tokens": manifest.tokens,
+        "past": pass_.past,
+        "nodes": len(manifest.nodes),
+        "weights": getattr(ckpt, "origin", args.weights),
+        "threads": threads,
+        "repeat": args.repeat,
+        "emulated_ms": emulated_ms,
+        "native_ms": native_ms,
+        "ratio": emulated_ms / native_ms,
+        "compile_s": compile_s,
+        "parse_s": runner.timings.parse,
+        "marshal_s": runner.timings.marshal,
+        "peak_rss_bytes": peak_rss_bytes(),
+        "f16_weight_bytes": spec.config.f16_weight_bytes,
+        "emulated_all_ms": [1e3 * s for s in emulated],
+        "native_all_ms": [1e3 * s for s in native],
+        "logits_finite": bool(np.isfinite(logits).all()),
+    }
+    print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
+          f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
+    print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
+    print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat})")
+    print(f"native f32     {native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager)")
+    print(f"ratio          {figures['ratio']:9.2f}  (emulated / native)")
+    print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {runner.timings.parse:.2f} s)")
+    print(f"marshal        {runner.timings.marshal:9.2f} s")
+    print(f"peak RSS       {figures['peak_rss_bytes'] / GIB:9.2f} GiB "
+          f"(f16 weights {figures['f16_weight_bytes'] / GIB:.2f} GiB; includes the f32 native model)")
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
