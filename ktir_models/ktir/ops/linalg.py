@@ -249,6 +249,11 @@ def build_named(c, op):
         return step
     fn = _NAMED[op.name]
     i0, i1 = slots
+    if dt == np.float16 and op.name in ("linalg.add", "linalg.sub", "linalg.mul", "linalg.div"):
+        base = fn
+
+        def fn(a, b):  # f32 then one rounding: the exact f16 result (see ops/arith.py)
+            return base(a, b, dtype=F32)
     if dt.kind in "iu":
         fn = {"linalg.div": lambda a, b: _INT_BINARY["arith.divsi"](a, b)}.get(op.name, fn)
 
