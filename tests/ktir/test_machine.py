@@ -528,3 +528,36 @@ def test_hbm_regions_alignment_overlap_and_read_only():
     assert np.shares_memory(w.array, weights)
     with pytest.raises(ktir.EmulationFault, match="read-only"):
         run(program("%a: index", body), m2, w.address)
+
+
+def test_batched_k_loop_is_bit_identical_to_the_plain_loop(monkeypatch):
+    from ktir_models.ktir.ops import scf
+
+    M, K, N, KB = 1, 64, 9000, 2  # lm_head-like: many narrow trips over a wide accumulator
+    body = (view("va", "a", (M, K)) + view("vb", "b", (N, K)) + view("vo", "o", (M, N))
+            + "    %K = arith.constant 64 : index\n    %KB = arith.constant 2 : index\n"
+            + f"    %z = arith.constant dense<0.0> : tensor<{ty((M, N))}>\n"
+            + f"    %mm = scf.for %k = %c0 to %K step %KB iter_args(%acc = %z) -> "
+              f"(tensor<{ty((M, N))}>) {{\n"
+            + tile("ta", "va", (M, K), (M, KB), "%c0, %k") + tile("tb", "vb", (N, K), (N, KB),
+                                                                  "%c0, %k")
+            + load("x", "ta", (M, KB)) + load("w", "tb", (N, KB))
+            + f"    %p = linalg.matmul_transpose_b ins(%x, %w : tensor<{ty((M, KB))}>, "
+              f"tensor<{ty((N, KB))}>) outs(%z : tensor<{ty((M, N))}>) -> tensor<{ty((M, N))}>\n"
+            + f"    %nx = arith.addf %acc, %p : tensor<{ty((M, N))}>\n"
+            + f"    scf.yield %nx : tensor<{ty((M, N))}>\n    }}\n"
+            + tile("to", "vo", (M, N), (M, N), "%c0, %c0") + store("mm", "to", (M, N)))
+    a = f16(RNG.standard_normal((M, K)) * 30)  # large values: some sums overflow to inf
+    b = f16(RNG.standard_normal((N, K)) * 300)
+    outs = []
+    for batched in (True, False):
+        if not batched:
+            monkeypatch.setattr(scf, "_try_batched_gemm_loop", lambda c, op: None)
+        m = ktir.Machine()
+        ba, bb = m.hbm.allocate_from(a, name="a"), m.hbm.allocate_from(b, name="b")
+        bo = m.hbm.allocate((M, N), "float16", name="o")
+        run(program("%a: index, %b: index, %o: index", body), m, ba.address, bb.address,
+            bo.address)
+        outs.append(bo.read())
+    assert np.isinf(outs[1]).any()
+    np.testing.assert_array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
