@@ -156,6 +156,7 @@ class HBM:
         padded = -(-max(nbytes, 1) // STICK_BYTES) * STICK_BYTES
         start = self._place(padded, byte_address, name)
         region = Region(start, np.zeros(padded, dtype=np.uint8), name, initialised=False)
+        region.mask[nbytes:] = True  # stick padding counts as written (it is never the data)
         self._insert(region)
         return Buffer(self, region, shape, dtype)
 
