@@ -561,3 +561,19 @@ def test_batched_k_loop_is_bit_identical_to_the_plain_loop(monkeypatch):
         outs.append(bo.read())
     assert np.isinf(outs[1]).any()
     np.testing.assert_array_equal(outs[0].view(np.uint16), outs[1].view(np.uint16))
+
+
+def test_bundled_tile_id_results_and_linear_core_order():
+    body = ("    %g:2 = ktdp.get_compute_tile_id : index, index\n"
+            + "    %c2 = arith.constant 2 : index\n    %r = arith.muli %g#1, %c2 : index\n"
+            + "    %i = arith.addi %r, %g#0 : index\n"
+            + "    %ii = arith.index_cast %i : index to i32\n"
+            + "    %t = tensor.splat %ii : tensor<1xi32>\n"
+            + view("v", "o", (4,), "i32")
+            + tile("a", "v", (4,), (1,), "%i", "i32") + store("t", "a", (1,), "i32"))
+    fn = program("%o: index", body, grid="[2, 2]")
+    m = ktir.Machine()
+    o = m.hbm.allocate((4,), "int32", name="o")
+    run(fn, m, o.address)
+    # core (x, y) writes x + 2*y at that position: every core ran once with its own coordinates
+    np.testing.assert_array_equal(o.read(), [0, 1, 2, 3])
