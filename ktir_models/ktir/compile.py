@@ -71,7 +71,6 @@ class Compiler:
         self.uses_inter_tile = False
         self.index_slots: list[list[int]] = []  # linalg.generic loop index slots (innermost last)
         self.lx_faults: dict = {}
-        self.f32_tiles: dict[int, object] = {}  # id(load result) -> cached-f32 loader
         self.users: dict[int, list[Op]] = {}  # id(value) -> ops using it (nested ops included)
         for op in fn.walk():
             for v in op.operands:
@@ -85,11 +84,6 @@ class Compiler:
     def alias(self, v: Value, slot: int) -> None:
         """Make ``v`` live in an existing slot (no copy step needed)."""
         self.slots[id(v)] = slot
-
-    def f32_source(self, v: Value):
-        """For a matmul operand produced by a cacheable HBM load: a callable(env) returning a
-        cached f32 copy of the loaded tile; else None."""
-        return self.f32_tiles.get(id(v))
 
     # -- slots and constants --------------------------------------------------------------
     def slot(self, v: Value) -> int:
