@@ -151,7 +151,7 @@ def _k_dim(c, tile_op, iv) -> int | None:
 
 
 def _try_batched_gemm_loop(c, op):
-    from ..numerics import round_to_f16
+    from ..backends.f16_chain import chain_add_f16
     from .ktdp import Tile, _anchor_fn, load_f32, load_tile
     from .linalg import _is_zero_const
 
@@ -209,9 +209,9 @@ def _try_batched_gemm_loop(c, op):
     transpose_b = mm.name == "linalg.matmul_transpose_b"
     (a_base, a_lo, a_ext, a_elem), (b_base, b_lo, b_ext, b_elem) = plans
     widen = {"f16", "bf16"}
-    # f16 partials and accumulator: carry f16-exact values in f32 and round with the bit-exact
-    # helper (numpy's f32 -> f16 cast is the slowest part otherwise); convert once at the end
     f16_path = part_dt == np.float16 and acc.type.elem == "f16"
+    acc_elems = max(1, int(np.prod([d or 1 for d in acc.type.shape])))
+    chunk_trips = max(1, (64 << 20) // (4 * acc_elems))  # <= 64 MiB of f32 partials at a time
     if acc.type.elem == "f16":
         def add(x, y):  # exactly rounded f16 sum, computed in f32 (see ops/arith.py)
             return np.add(x, y, dtype=np.float32).astype(np.float16)
@@ -242,14 +242,15 @@ def _try_batched_gemm_loop(c, op):
             B3 = B3.transpose(0, 2, 1)
         total = env[init_slot]
         small = m * B3.shape[2] <= 16384
-        if small:  # one batched matmul for all trips (Python overhead dominates)
+        if f16_path and not small:
+            # wide f16 partials into an f16 accumulator: batched f32 partials (trip chunks bound
+            # the memory), then the sequential f16 chain on the fastest back end (bit-identical)
+            for t0 in range(0, trips, chunk_trips):
+                t1 = min(trips, t0 + chunk_trips)
+                total = chain_add_f16(total, np.matmul(A3[t0:t1], B3[t0:t1]))
+        elif small:  # one batched matmul for all trips (Python overhead dominates)
             for p in np.matmul(A3, B3).astype(part_dt):
                 total = add(total, p)
-        elif f16_path:  # wide tiles: per-trip 2-D BLAS calls keep the working set in cache
-            total = np.asarray(total, dtype=np.float32)
-            for t in range(trips):
-                total = round_to_f16(total + round_to_f16(np.matmul(A3[t], B3[t])))
-            total = total.astype(np.float16)
         else:
             for t in range(trips):
                 total = add(total, np.matmul(A3[t], B3[t]).astype(part_dt))
