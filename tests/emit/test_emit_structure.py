@@ -166,9 +166,21 @@ def test_unsupported_sizes_name_the_config_field_and_write_nothing(tmp_path):
     with pytest.raises(UserError, match="hidden_size"):
         emit_program(cfg, "decode", 1, 0, tmp_path / "p", "huge")
     assert not (tmp_path / "p").exists()
-    with pytest.raises(UserError, match="capacity"):
-        emit_program(TINY["tiny-mha"], "decode", 1, 0, tmp_path / "q", "t", capacity=200000)
+    with pytest.raises(UserError, match="tokens"):  # the fresh block alone exceeds LX
+        emit_program(llama_3b_config(), "prefill", 20000, 0, tmp_path / "q", "t")
     assert not (tmp_path / "q").exists()
+
+
+def test_long_cache_streams_attention_in_key_blocks(tmp_path):
+    """A cache too long for one pass is emitted with key blocks; every node still fits LX."""
+    cfg = registry_configs()["llama-3.2-1b"]
+    out = emit_program(cfg, "decode", 1, 8000, tmp_path / "p", "llama-3.2-1b")
+    doc = json.loads((out / "manifest.json").read_text())
+    node = next(n for n in doc["nodes"] if n["kind"] == "attention")
+    text = (out / node["mlir"]).read_text()
+    assert "iter_args(" in text and "step %c1024" in text
+    plan = ktir.Machine().compile(ktir.load_module(out / node["mlir"]).function(node["fn"]))
+    assert plan.lx_peak <= min(LX_BYTES, node["lx_estimate"])
 
 
 @pytest.mark.parametrize("mode,m,past", [("decode", 1, 0), ("prefill", 32, 0), ("decode", 1, 31)])

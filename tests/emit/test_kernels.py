@@ -154,3 +154,42 @@ def test_attention(m, past, capacity, heads, kv_heads, hd, dynamic):
                             {"pos": past} if dynamic else None)
     close(out["out"], _attention_ref(q, kc, vc, past, m, heads, kv_heads, hd))
     assert max(stats.lx_high_water) <= LX_BYTES
+
+
+@pytest.mark.parametrize("m,past,capacity,dynamic", [
+    (1, 300, 301, False),   # decode over a long prefix: 4 blocks + a ragged one, then the fresh row
+    (3, 130, 140, False),   # a chunk after a prefix
+    (1, 200, 260, True),    # dynamic position: all 260 rows stream, the mask hides rows >= 200
+])
+def test_streaming_attention_over_key_blocks(m, past, capacity, dynamic):
+    heads, kv_heads, hd = 4, 2, 32
+    kv_dim = kv_heads * hd
+    q = f16(rng, m, heads * hd)
+    kc, vc = f16(rng, capacity, kv_dim), f16(rng, capacity, kv_dim)
+    kc[past + m:] = 0
+    vc[past + m:] = 0
+    fresh = RowBase(arg="pos") if dynamic else RowBase(static=past)
+    budget = 16 * 1024  # forces key blocks at these small sizes
+    kt = attention_kernel("k", m=m, capacity=capacity, heads=heads, kv_heads=kv_heads, head_dim=hd,
+                          q="q", k_cache="kc", v_cache="vc", mask="mask", out="out", fresh=fresh, budget=budget)
+    assert "iter_args(" in kt.text and kt.lx_estimate <= budget
+    mask = prefix_mask(capacity, past, rows=m)
+    out, stats = run_kernel(kt.text, {"q": q, "kc": kc, "vc": vc, "mask": mask, "out": np.zeros((m, heads * hd))},
+                            {"pos": past} if dynamic else None)
+    close(out["out"], _attention_ref(q, kc, vc, past, m, heads, kv_heads, hd))
+    assert max(stats.lx_high_water) <= kt.lx_estimate
+
+
+def test_single_pass_attention_with_one_row_blocks():
+    """A tight budget splits the query rows into blocks of one: each block still gets its own
+    rows of the causal triangle (row 0 sees only the first fresh key)."""
+    m, past, capacity, heads, kv_heads, hd = 3, 4, 7, 2, 1, 32
+    q = f16(rng, m, heads * hd)
+    kc, vc = f16(rng, capacity, kv_heads * hd), f16(rng, capacity, kv_heads * hd)
+    kt = attention_kernel("k", m=m, capacity=capacity, heads=heads, kv_heads=kv_heads, head_dim=hd, q="q",
+                          k_cache="kc", v_cache="vc", mask="mask", out="out", fresh=RowBase(static=past),
+                          budget=3000)
+    assert "iter_args(" not in kt.text and kt.text.count("causal") >= 3
+    out, _ = run_kernel(kt.text, {"q": q, "kc": kc, "vc": vc, "mask": prefix_mask(capacity, past, rows=m),
+                                  "out": np.zeros((m, heads * hd))})
+    close(out["out"], _attention_ref(q, kc, vc, past, m, heads, kv_heads, hd))

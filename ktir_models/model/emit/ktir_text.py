@@ -291,3 +291,24 @@ class Kernel:
             return None
         assert result is not None
         return Val(result, yielded.shape, yielded.dtype)
+
+    def loop_begin(self, lb: Val, ub: Val, step: Val, carried: list[Val]) -> tuple[Val, list[Val], str]:
+        """Open ``scf.for`` with several loop-carried values; returns (induction variable, block
+        args, result name). Close with :meth:`loop_end`."""
+        iv = Val(self.fresh("iv"), (), "index")
+        result = self.fresh("loop")
+        args = [Val(self.fresh("acc"), c.shape, c.dtype) for c in carried]
+        inits = ", ".join(f"{a.name} = {c.name}" for a, c in zip(args, carried))
+        types = ", ".join(c.type for c in carried)
+        self.emit(f"{result}:{len(carried)} = scf.for {iv.name} = {lb.name} to {ub.name} step {step.name} "
+                  f"iter_args({inits}) -> ({types}) {{")
+        self._indent += 1
+        return iv, args, result
+
+    def loop_end(self, yielded: list[Val], result: str) -> list[Val]:
+        names = ", ".join(v.name for v in yielded)
+        types = ", ".join(v.type for v in yielded)
+        self.emit(f"scf.yield {names} : {types}")
+        self._indent -= 1
+        self.emit("}")
+        return [Val(f"{result}#{i}", v.shape, v.dtype) for i, v in enumerate(yielded)]

@@ -102,34 +102,51 @@ def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
 
 @dataclass(frozen=True)
 class AttentionPlan:
-    """Attention tiling: one query head per core step, query rows in ``rows`` blocks, the whole
-    key range (capacity C) in one pass."""
+    """Attention tiling: one query head per core step, query rows in ``rows`` blocks. With
+    ``key_block`` None all keys are scored in one pass; otherwise the prefix keys stream through
+    blocks of ``key_block`` rows with an online softmax (running max, sum and output)."""
 
     rows: tuple[tuple[int, int], ...]
     grid: int
     lx_estimate: int
+    key_block: int | None = None
 
 
 def attention_lx(mb: int, keys: int, head_dim: int) -> int:
-    """K and V rows (f16) of all ``keys`` (prefix + fresh), q (f16), scores and four softmax
-    temporaries plus the mask (f16 + f32) over ``[mb, keys]``, the output (f32 accumulator twice
-    per part, f16 result)."""
+    """Single pass: K and V rows (f16) of all ``keys`` (prefix + fresh), q (f16), scores and four
+    softmax temporaries plus the mask (f16 + f32) over ``[mb, keys]``, the output (f32 accumulator
+    twice per part, f16 result)."""
     return 4 * keys * head_dim + 2 * mb * head_dim + 30 * mb * keys + 14 * mb * head_dim
 
 
+def blocked_attention_lx(mb: int, block: int, m: int, head_dim: int) -> int:
+    """Streaming pass: one K/V block (f16) plus the fresh K/V rows, q, the scores of the larger of
+    a block and the fresh part with their temporaries, and the carried max/sum/output (twice)."""
+    return (4 * (block + m) * head_dim + 2 * mb * head_dim + 30 * mb * max(block, m)
+            + 24 * mb * head_dim + 16 * mb)
+
+
 def plan_attention(m: int, capacity: int, heads: int, head_dim: int, budget: int = LX_BUDGET) -> AttentionPlan:
-    """At most ``capacity + m`` keys are read (all cache rows plus the fresh block)."""
+    """One pass over at most ``capacity + m`` keys when it fits; else key blocks (multiples of 64,
+    the largest that fits, at most 1024) over the prefix."""
     keys = capacity + m
+    grid = min(MAX_CORES, heads)
     mb = min(m, ROW_BLOCK)
     while attention_lx(mb, keys, head_dim) > budget and mb > 1:
         mb = max(1, mb // 2)
-    lx = attention_lx(mb, keys, head_dim)
-    if lx > budget:
-        raise UserError(
-            f"KV capacity {capacity} with head_dim {head_dim} does not fit one core's LX in the "
-            f"single-pass attention kernel (estimate {lx} bytes > {budget}); use fewer tokens"
-        )
-    return AttentionPlan(tuple(row_blocks(m, mb)), min(MAX_CORES, heads), lx)
+    if attention_lx(mb, keys, head_dim) <= budget:
+        return AttentionPlan(tuple(row_blocks(m, mb)), grid, attention_lx(mb, keys, head_dim))
+    mb = min(m, ROW_BLOCK)
+    while True:
+        blocks = [b for b in range(64, 1025, 64) if blocked_attention_lx(mb, b, m, head_dim) <= budget]
+        if blocks:
+            block = blocks[-1]
+            return AttentionPlan(tuple(row_blocks(m, mb)), grid, blocked_attention_lx(mb, block, m, head_dim), block)
+        if mb == 1:
+            raise UserError(
+                f"{m} new tokens with head_dim {head_dim} do not fit one core's LX in the attention "
+                f"kernel (the fresh keys alone exceed it); use fewer tokens per pass")
+        mb = max(1, mb // 2)
 
 
 def rows_grid(m: int) -> int:

@@ -20,7 +20,7 @@ once to f16. The matmuls take the f16 q/K/V tiles directly (mixed precision, f32
 from __future__ import annotations
 
 from ..ktir_text import Kernel, KernelText, Val, float_literal
-from ..tiling import plan_attention
+from ..tiling import LX_BUDGET, AttentionPlan, plan_attention
 from .rows import RowBase
 
 #: Initial value of the running row maximum: finite (so ``s - max`` never sees ``inf - inf``).
@@ -43,11 +43,16 @@ def attention_kernel(
     mask: str,
     out: str,
     fresh: RowBase,
+    budget: int = LX_BUDGET,
 ) -> KernelText:
     """``fresh`` is where this pass's rows start in the cache (the constant ``past`` or the
     ``pos`` argument). The prefix part reads ``past`` rows when static, all C rows when dynamic."""
     prefix_rows = capacity if fresh.arg is not None else fresh.static
-    plan = plan_attention(m, capacity, heads, head_dim)
+    plan = plan_attention(m, capacity, heads, head_dim, budget)
+    if plan.key_block is not None:
+        return _streaming_attention(name, plan, m=m, capacity=capacity, heads=heads, kv_heads=kv_heads,
+                                    head_dim=head_dim, q=q, k_cache=k_cache, v_cache=v_cache, mask=mask,
+                                    out=out, fresh=fresh, prefix_rows=prefix_rows)
     group = heads // kv_heads
     kt = Kernel(name, [q, k_cache, v_cache, mask, out, *fresh.args()], plan.grid)
     qv = kt.view(q, (m, heads * head_dim))
@@ -94,6 +99,68 @@ def attention_kernel(
     return KernelText(kt.text(), plan.grid, plan.lx_estimate)
 
 
+def _streaming_attention(name: str, plan: AttentionPlan, *, m: int, capacity: int, heads: int, kv_heads: int,
+                         head_dim: int, q: str, k_cache: str, v_cache: str, mask: str, out: str,
+                         fresh: RowBase, prefix_rows: int) -> KernelText:
+    """Long caches: the prefix keys stream through blocks of ``plan.key_block`` rows with an
+    online softmax (running row max, running sum, running output, all f32, carried by one
+    ``scf.for``; a ragged last block follows the loop), then the fresh block; one division at the
+    end. Same result as the single pass up to f32 reassociation."""
+    kb = plan.key_block
+    assert kb is not None
+    group = heads // kv_heads
+    kt = Kernel(name, [q, k_cache, v_cache, mask, out, *fresh.args()], plan.grid)
+    qv = kt.view(q, (m, heads * head_dim))
+    kv = kt.view(k_cache, (capacity, kv_heads * head_dim))
+    vv = kt.view(v_cache, (capacity, kv_heads * head_dim))
+    mv = kt.view(mask, (m, capacity))
+    ov = kt.view(out, (m, heads * head_dim))
+    core = kt.core_id()
+    frow = fresh.value(kt)
+    full, tail = divmod(prefix_rows, kb)
+
+    h, _, _ = kt.for_begin(core, kt.index(heads), kt.index(plan.grid))
+    qcol = kt.offset(h, head_dim)
+    kvh = h if group == 1 else kt.divui(h, kt.index(group))
+    kcol = kt.offset(kvh, head_dim)
+    fresh_k = kt.load(kv, [frow, kcol], (m, head_dim))
+    fresh_v = kt.load(vv, [frow, kcol], (m, head_dim))
+    for r0, mb in plan.rows:
+        row = kt.index(r0)
+        qt = kt.load(qv, [row, qcol], (mb, head_dim))
+        state = [kt.splat(MAX_INIT, (mb,)), kt.splat(0.0, (mb,)), kt.splat(0.0, (mb, head_dim))]
+
+        def block(at: Val, size: int, state: list[Val]) -> list[Val]:
+            keys = kt.load(kv, [at, kcol], (size, head_dim))
+            values = kt.load(vv, [at, kcol], (size, head_dim))
+            bias = kt.extf(kt.load(mv, [row, at], (mb, size)))
+            return _online(kt, state, qt, keys, values, bias, head_dim)
+
+        if full:
+            j, carried, result = kt.loop_begin(kt.index(0), kt.index(full * kb), kt.index(kb), state)
+            state = kt.loop_end(block(j, kb, carried), result)
+        if tail:
+            state = block(kt.index(full * kb), tail, state)
+        state = _online(kt, state, qt, fresh_k, fresh_v, _causal(kt, r0, mb, m), head_dim)
+        _, total, o = state
+        o = kt.binary("divf", o, kt.broadcast(total, (mb, head_dim), new_dim=1))
+        kt.store(kt.truncf(o), ov, [row, qcol])
+    kt.for_end()
+    return KernelText(kt.text(), plan.grid, plan.lx_estimate)
+
+
+def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val, head_dim: int) -> list[Val]:
+    """One online-softmax step: fold the scores of ``keys`` into (row max, row sum, output)."""
+    top, total, o = state
+    s = _scores(kt, q, keys, bias, head_dim)
+    new_top = kt.binary("maximumf", top, kt.reduce_rows("maximumf", s, kt.splat(MAX_INIT, top.shape)))
+    alpha = kt.unary("math.exp", kt.binary("subf", top, new_top))  # rescales what came before
+    p = kt.unary("math.exp", kt.binary("subf", s, kt.broadcast(new_top, s.shape, new_dim=1)))
+    total = kt.binary("addf", kt.binary("mulf", total, alpha), kt.reduce_rows("addf", p, kt.splat(0.0, top.shape)))
+    o = kt.matmul(p, values, kt.binary("mulf", o, kt.broadcast(alpha, o.shape, new_dim=1)), transpose_b=False)
+    return [new_top, total, o]
+
+
 def _scores(kt: Kernel, q: Val, keys: Val, mask: Val, head_dim: int) -> Val:
     """``(q @ keys^T) * head_dim^-0.5 + mask`` in f32."""
     s = kt.matmul(q, keys, kt.splat(0.0, (q.shape[0], keys.shape[0])), transpose_b=True)
@@ -104,8 +171,8 @@ def _scores(kt: Kernel, q: Val, keys: Val, mask: Val, head_dim: int) -> Val:
 def _causal(kt: Kernel, r0: int, mb: int, m: int) -> Val:
     """Rows ``r0 .. r0+mb-1`` of the causal triangle of m fresh tokens (f32 constant):
     row i sees fresh keys ``0 .. i``."""
-    if r0 + mb == 1:
-        return kt.splat(0.0, (1, m))
+    if m == 1:  # a single fresh token sees itself
+        return kt.splat(0.0, (1, 1))
     zero, hidden = float_literal(0.0, "f32"), float_literal(HIDDEN, "f32")
     rows = []
     for i in range(r0, r0 + mb):
