@@ -1,8 +1,8 @@
 """A small builder for the text of one KTIR kernel (one ``func.func`` in its own module).
 
 The builder knows KTIR spelling, not models: memory views on HBM, access tiles, loads and stores,
-elementwise arith/math, linalg matmul/reduce/broadcast, ``scf.for`` with at most one loop-carried
-value. Every SSA value it hands out is a :class:`Val` that carries its type, so the emitted text is
+elementwise arith/math, linalg matmul/reduce/broadcast, ``scf.for`` with loop-carried values
+(:meth:`Kernel.for_begin` for none or one, :meth:`Kernel.loop_begin` for several). Every SSA value it hands out is a :class:`Val` that carries its type, so the emitted text is
 type-consistent by construction (a mismatch is a bug here, raised as ``AssertionError`` at emission).
 
 Spelling follows the external dumps (``#ktdp.spyre_memory_space<HBM>``, indices computed with
@@ -263,9 +263,7 @@ class Kernel:
 
     def for_begin(self, lb: Val, ub: Val, step: Val, carried: Val | None = None) -> tuple[Val, Val | None, str | None]:
         """Open ``scf.for``; returns (induction variable, loop-carried block arg, result name).
-
-        At most one loop-carried value: the KTIR readers in use agree on that form.
-        """
+        Close with :meth:`for_end`."""
         iv = Val(self.fresh("iv"), (), "index")
         if carried is None:
             self.emit(f"scf.for {iv.name} = {lb.name} to {ub.name} step {step.name} {{")
