@@ -2,8 +2,9 @@
 
 The builder knows KTIR spelling, not models: memory views on HBM, access tiles, loads and stores,
 elementwise arith/math, linalg matmul/reduce/broadcast, ``scf.for`` with loop-carried values
-(:meth:`Kernel.for_begin` for none or one, :meth:`Kernel.loop_begin` for several). Every SSA value it hands out is a :class:`Val` that carries its type, so the emitted text is
-type-consistent by construction (a mismatch is a bug here, raised as ``AssertionError`` at emission).
+(:meth:`Kernel.for_begin` for none or one, :meth:`Kernel.loop_begin` for several). Every SSA
+value it hands out is a :class:`Val` that carries its type, so the emitted text is type-consistent
+by construction (a mismatch is a bug here, raised as ``AssertionError`` at emission).
 
 Spelling follows the external dumps (``#ktdp.spyre_memory_space<HBM>``, indices computed with
 ``arith`` ops and passed as plain SSA names inside the brackets) because every KTIR reader accepts
