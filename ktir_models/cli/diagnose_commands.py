@@ -46,6 +46,29 @@ def with_sections(report, **sections) -> _Doc:
     return _Doc(data)
 
 
+def forward_extras(report, model: str, program: Path, weights: str, seed: int = 0, *,
+                   latency: bool = False, diagnose: bool = False) -> dict:
+    """What `forward --latency` / `forward --diagnose` add after the forward's own report: print
+    the latency table (every node) and, when the forward failed its golden, the diagnosis.
+    Returns the JSON sections to add to the forward's report (see :func:`with_sections`)."""
+    sections: dict = {}
+    if latency:
+        result = program_latency(program)
+        print(result.render())
+        sections["latency"] = result.as_dict()
+    failed = getattr(report, "metrics", None) is not None and not getattr(report, "passed", True)
+    if diagnose and failed:
+        try:
+            found = diagnose_program(model, program, weights, seed)
+        except UserError as exc:  # e.g. a program whose KV prefix the host cannot bind alone
+            print(f"diagnose: not available for this program: {exc}")
+            sections["diagnose"] = {"error": str(exc)}
+        else:
+            print(found.render())
+            sections["diagnose"] = found.as_dict()
+    return sections
+
+
 def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None):
     """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run)."""
     from ..model.diagnose import diagnose as run_diagnose

@@ -45,6 +45,8 @@ def forward(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    latency: bool = typer.Option(False, "--latency", help="Also print the latency model per node (docs/latency.md)."),
+    diagnose: bool = typer.Option(False, "--diagnose", help="On a mismatch, name the first node out of its f16 band."),
 ) -> None:
     """Run MODEL's KTIR forward on the emulator and compare the logits with a golden.
 
@@ -66,8 +68,11 @@ def forward(
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
     report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path)
     print(report.render())
+    from .diagnose_commands import forward_extras, with_sections  # --latency / --diagnose
+
+    sections = forward_extras(report, model, program, weights, seed, latency=latency, diagnose=diagnose)
     if json_path is not None:
-        write_json(json_path, report)
+        write_json(json_path, with_sections(report, **sections) if sections else report)
     if report.metrics is not None and not report.passed:
         raise Mismatch("forward: FAIL: " + "; ".join(report.reasons))
 
