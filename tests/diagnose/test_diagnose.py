@@ -226,3 +226,21 @@ def test_checking_mode_names_the_overflowing_node(smollm, tmp_path):
     strict = diagnose(load_manifest(dest), cfg, ckpt, checks=NumericChecks(strict=True),
                       reference=reference)
     assert strict.fault_node == node and "overflow" in strict.fault and "arith.truncf" in strict.fault
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(corpus_dir, tmp_path, capsys):
+    import ktir_models.cli.diagnose_commands  # noqa: F401  (registers the command)
+    from ktir_models.cli import main
+
+    cases = [
+        (["--program", str(tmp_path / "missing")], "not found"),
+        # a SmolLM2 program against the Llama-1B architecture: caught before any weights load
+        (["--program", str(corpus_dir / "scratchy" / "smollm2-135m")], "the model needs"),
+    ]
+    for args, text in cases:
+        model = "llama-3.2-1b" if "the model needs" in text else "smollm2-135m"
+        with pytest.raises(SystemExit) as exc:
+            main(["diagnose", model, *args, "--weights", "synthetic"])
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and text in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
