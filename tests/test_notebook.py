@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,11 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "walkthrough.i
 
 
 @pytest.mark.slow
-def test_walkthrough_notebook_runs(corpus_dir):
+def test_walkthrough_notebook_runs(corpus_dir, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="nbformat is part of the [test] extra")
     nbclient = pytest.importorskip("nbclient", reason="nbclient is part of the [test] extra")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    os.environ.setdefault("KTIR_CORPUS", str(corpus_dir))
+    monkeypatch.setenv("KTIR_CORPUS", str(corpus_dir))  # the kernel inherits the environment
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(NOTEBOOK.parent)}})
     client.execute()
