@@ -236,7 +236,7 @@ class Machine:
     """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`."""
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
-                 address_unit: str | int = "element", f32_cache_bytes: int = 1 << 30):
+                 address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30):
         if num_cores < 1 or num_cores > MAX_CORES:
             raise UserError(f"num_cores must be 1..{MAX_CORES}, got {num_cores}")
         if isinstance(address_unit, str):
@@ -254,7 +254,9 @@ class Machine:
         self.hbm = HBM(self)
         self._lx: dict[int, LXMemory] = {}
         self._plans: dict[int, object] = {}
-        # f32 copies of read-only HBM tiles that feed matmuls: key -> (version, array)
+        # f32 copies of read-only HBM tiles that feed matmuls: key -> (version, array). The
+        # default bound (6 GiB) holds every matmul weight of a llama-3.2-1b program (f32 = 2x the
+        # f16 bytes): past the bound, tiles are widened again on every pass and core.
         self.f32_cache: dict = {}
         self.f32_cache_bytes = int(f32_cache_bytes)
         self.f32_cache_used = 0
