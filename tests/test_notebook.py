@@ -11,8 +11,9 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "walkthrough.i
 
 @pytest.mark.slow
 def test_walkthrough_notebook_runs(corpus_dir, monkeypatch):
-    nbformat = pytest.importorskip("nbformat", reason="nbformat is part of the [test] extra")
-    nbclient = pytest.importorskip("nbclient", reason="nbclient is part of the [test] extra")
+    import nbclient  # the [test] extra: nbclient, nbformat, ipykernel, matplotlib
+    import nbformat
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
     monkeypatch.setenv("KTIR_CORPUS", str(corpus_dir))  # the kernel inherits the environment
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
