@@ -16,6 +16,7 @@ from .app import app
 from . import ktir_commands  # noqa: F401  (registers check, run)
 from . import model_commands  # noqa: F401  (registers forward)
 from . import emit_commands  # noqa: F401  (registers emit, generate)
+from . import diagnose_commands  # noqa: F401  (registers diagnose, latency)
 
 
 def main(argv: list[str] | None = None) -> None:
