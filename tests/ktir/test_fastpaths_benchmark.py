@@ -1,0 +1,51 @@
+"""benchmarks/forward.py runs end to end on the tiny vendored model and writes coherent figures.
+
+No timing is asserted (timings belong in docs/performance.md); the test checks that the script
+runs both sides, that the JSON carries every documented field, and that the figures agree with
+each other (median of the per-pass times, ratio = emulated / native, peaks ordered).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+pytest.importorskip("transformers")
+
+
+@pytest.mark.slow
+def test_forward_benchmark_on_tiny_model(tmp_path):
+    out = tmp_path / "bench.json"
+    model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(model),
+               "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-decode"), "--weights", str(model),
+               "--repeat", "5", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ratio" in done.stdout and "native f32" in done.stdout
+
+    figures = json.loads(out.read_text())
+    for key in ("emulated_ms", "native_ms", "ratio", "compile_s", "marshal_s", "peak_rss_bytes"):
+        assert isinstance(figures[key], float | int) and figures[key] > 0, key
+    assert len(figures["emulated_all_ms"]) == len(figures["native_all_ms"]) == 5
+    assert figures["emulated_ms"] == pytest.approx(statistics.median(figures["emulated_all_ms"]))
+    assert figures["native_ms"] == pytest.approx(statistics.median(figures["native_all_ms"]))
+    assert figures["ratio"] == pytest.approx(figures["emulated_ms"] / figures["native_ms"])
+    assert figures["compile_s"] >= figures["parse_s"] > 0
+    assert figures["peak_rss_bytes"] >= figures["emulator_peak_rss_bytes"] > 0
+    assert figures["logits_finite"] is True
+    assert (figures["mode"], figures["tokens"], figures["nodes"]) == ("decode", 1, 24)
+
+
+def test_forward_benchmark_rejects_fewer_than_five_passes():
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), "smollm2-135m",
+               "--repeat", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "at least 5" in done.stderr
