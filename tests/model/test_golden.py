@@ -64,6 +64,13 @@ def test_compare_metrics():
         compare(golden[:, :2], golden)
 
 
+def test_compare_forgives_only_f16_ties_of_the_golden():
+    # 2.0 and 2.0004 are the same f16 number: the golden cannot rank them, either pick agrees.
+    golden = np.array([[2.0, 2.0004, -1.0], [2.0, 2.01, -1.0]])
+    logits = np.array([[1.9, 2.2, 0.0], [2.2, 1.9, 0.0]])
+    assert compare(logits, golden).top1_rows == [True, False]
+
+
 def _numpy_llama(ckpt, ids):
     """A float64 llama forward from the definitions (RMSNorm, RoPE, GQA causal attention, SwiGLU)."""
     cfg = ckpt.config
