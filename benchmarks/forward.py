@@ -18,7 +18,9 @@ passes is reported:
 torch runs with as many intra-op threads as numpy's BLAS (read from ``OPENBLAS_NUM_THREADS`` /
 ``OMP_NUM_THREADS``, else the number of CPUs), so both sides get the same cores. Also printed:
 parse + compile seconds, marshal seconds and the peak RSS of the process, both after the emulated
-passes (the emulator's own peak) and at the end (including the float32 transformers model).
+passes (the emulator's own peak) and at the end (including the float32 transformers model). The
+native pass is also timed with one torch thread (``native_1thread_ms``, ``ratio_1thread``): on a
+machine shared with other jobs torch's two threads can stall each other, see docs/performance.md.
 """
 
 from __future__ import annotations
@@ -149,9 +151,17 @@ def main() -> int:
     timed_native = native_pass_factory(ckpt, pass_)
     timed_native()  # warm-up
     native = [timed_native() for _ in range(args.repeat)]
+    # Also one torch thread: on a machine shared with other jobs, torch's two OpenMP threads can
+    # wait on each other for whole scheduler slices (measured here: a 576x1536 GEMV 16 ms with two
+    # threads, 0.6 ms with one), which makes the primary figure meaningless there.
+    torch.set_num_threads(1)
+    timed_native()
+    native_1t = [timed_native() for _ in range(args.repeat)]
+    torch.set_num_threads(threads)
 
     emulated_ms = 1e3 * statistics.median(emulated)
     native_ms = 1e3 * statistics.median(native)
+    native_1t_ms = 1e3 * statistics.median(native_1t)
     compile_s = runner.timings.parse + runner.timings.compile
     figures = {
         "model": spec.name,
@@ -166,6 +176,8 @@ def main() -> int:
         "emulated_ms": emulated_ms,
         "native_ms": native_ms,
         "ratio": emulated_ms / native_ms,
+        "native_1thread_ms": native_1t_ms,
+        "ratio_1thread": emulated_ms / native_1t_ms,
         "compile_s": compile_s,
         "parse_s": runner.timings.parse,
         "marshal_s": runner.timings.marshal,
@@ -174,6 +186,7 @@ def main() -> int:
         "f16_weight_bytes": spec.config.f16_weight_bytes,
         "emulated_all_ms": [1e3 * s for s in emulated],
         "native_all_ms": [1e3 * s for s in native],
+        "native_1thread_all_ms": [1e3 * s for s in native_1t],
         "logits_finite": bool(np.isfinite(logits).all()),
     }
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
@@ -182,6 +195,8 @@ def main() -> int:
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat})")
     print(f"native f32     {native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager)")
     print(f"ratio          {figures['ratio']:9.2f}  (emulated / native)")
+    print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
+          f"ratio {figures['ratio_1thread']:.2f}")
     print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {runner.timings.parse:.2f} s)")
     print(f"marshal        {runner.timings.marshal:9.2f} s")
     print(f"peak RSS       {emulator_rss / GIB:9.2f} GiB emulator (f16 weights "

@@ -31,12 +31,14 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     assert "ratio" in done.stdout and "native f32" in done.stdout
 
     figures = json.loads(out.read_text())
-    for key in ("emulated_ms", "native_ms", "ratio", "compile_s", "marshal_s", "peak_rss_bytes"):
+    for key in ("emulated_ms", "native_ms", "ratio", "compile_s", "marshal_s", "peak_rss_bytes",
+                "native_1thread_ms", "ratio_1thread"):
         assert isinstance(figures[key], float | int) and figures[key] > 0, key
     assert len(figures["emulated_all_ms"]) == len(figures["native_all_ms"]) == 5
     assert figures["emulated_ms"] == pytest.approx(statistics.median(figures["emulated_all_ms"]))
     assert figures["native_ms"] == pytest.approx(statistics.median(figures["native_all_ms"]))
     assert figures["ratio"] == pytest.approx(figures["emulated_ms"] / figures["native_ms"])
+    assert figures["ratio_1thread"] == pytest.approx(figures["emulated_ms"] / figures["native_1thread_ms"])
     assert figures["compile_s"] >= figures["parse_s"] > 0
     assert figures["peak_rss_bytes"] >= figures["emulator_peak_rss_bytes"] > 0
     assert figures["logits_finite"] is True
