@@ -57,7 +57,8 @@ def chain_add_f16(acc: np.ndarray, parts: np.ndarray, use_torch: bool | None = N
             for t in range(p16.shape[0]):
                 total.add_(p16[t])
             return total.numpy()
-    total = np.asarray(acc, dtype=np.float16)
-    for p in np.asarray(parts).astype(np.float16):
-        total = np.add(total, p, dtype=np.float32).astype(np.float16)
+    with np.errstate(over="ignore"):  # overflow to ±inf is the IEEE result, not an error
+        total = np.asarray(acc, dtype=np.float16)
+        for p in np.asarray(parts).astype(np.float16):
+            total = np.add(total, p, dtype=np.float32).astype(np.float16)
     return total
