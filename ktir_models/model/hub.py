@@ -89,10 +89,27 @@ def snapshot_dir(repo_id: str, revision: str | None, cache_dir: Path | None = No
     holding config.json and the safetensors files; downloaded only if not cached and online."""
     from huggingface_hub import snapshot_download
 
+    return _cache_first(
+        snapshot_download, repo_id, revision, cache_dir, allow_patterns=CHECKPOINT_PATTERNS
+    )
+
+
+def fetch_config(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
+    """The cached (or, when online, downloaded) ``config.json`` of a hub repo."""
+    from huggingface_hub import hf_hub_download
+
+    return _cache_first(hf_hub_download, repo_id, revision, cache_dir, filename="config.json")
+
+
+def _cache_first(fetch, repo_id: str, revision: str | None, cache_dir: Path | None, **extra) -> Path:
+    """Call a huggingface_hub ``fetch`` on the cache only, then (online, hub reachable) for real.
+
+    Every failure becomes one UserError saying what to do instead.
+    """
     cache = hub_cache_dir(cache_dir)
-    kwargs = dict(repo_id=repo_id, revision=revision, cache_dir=str(cache), allow_patterns=CHECKPOINT_PATTERNS)
+    kwargs = dict(repo_id=repo_id, revision=revision, cache_dir=str(cache), **extra)
     try:
-        return Path(snapshot_download(local_files_only=True, **kwargs))
+        return Path(fetch(local_files_only=True, **kwargs))
     except Exception as exc:  # the client raises several unrelated types for "not cached"
         cached_error = exc
     if is_offline():
@@ -101,27 +118,6 @@ def snapshot_dir(repo_id: str, revision: str | None, cache_dir: Path | None = No
     if unreachable:
         raise _advice(repo_id, revision, cache, unreachable)
     try:
-        return Path(snapshot_download(**kwargs))
+        return Path(fetch(**kwargs))
     except Exception as exc:  # network, auth, missing repo/revision: all user-facing
-        raise _advice(repo_id, revision, cache, _reason(exc)) from None
-
-
-def fetch_config(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
-    """The cached (or, when online, downloaded) ``config.json`` of a hub repo."""
-    from huggingface_hub import hf_hub_download
-
-    cache = hub_cache_dir(cache_dir)
-    kwargs = dict(repo_id=repo_id, filename="config.json", revision=revision, cache_dir=str(cache))
-    try:
-        return Path(hf_hub_download(local_files_only=True, **kwargs))
-    except Exception as exc:
-        cached_error = exc
-    if is_offline():
-        raise _advice(repo_id, revision, cache, _reason(cached_error))
-    unreachable = _endpoint_unreachable()
-    if unreachable:
-        raise _advice(repo_id, revision, cache, unreachable)
-    try:
-        return Path(hf_hub_download(**kwargs))
-    except Exception as exc:
         raise _advice(repo_id, revision, cache, _reason(exc)) from None
