@@ -612,14 +612,10 @@ def build_access_tile(c, op):
 
     # general set / order: explicit points in traversal order
     tshape = op.result.type.shape
-    cache: dict = {}
+    points_for = _ordered_points(s, order)
 
     def step(env):
-        syms = sym_fn(env)
-        rel = cache.get(syms)
-        if rel is None:
-            rel = affine.order_points(s.points(syms), order, syms)
-            cache[syms] = rel
+        rel = points_for(sym_fn(env))
         anchor = np.asarray(anchor_of(idx_fn(env)), dtype=np.int64)
         shape = tshape if all(d is not None for d in tshape) else (rel.shape[0],)
         if int(np.prod(shape)) != rel.shape[0]:
@@ -628,6 +624,20 @@ def build_access_tile(c, op):
         env[ir] = Tile(env[ibase], None, None, None, rel + anchor, tuple(shape))
 
     return step
+
+
+def _ordered_points(s: affine.AffineSet, order: affine.AffineMap):
+    """A function of the symbol values returning the set's points in traversal order, computed
+    once per distinct symbol tuple (symbols rarely change between runs of a plan)."""
+    cache: dict = {}
+
+    def points_for(syms):
+        pts = cache.get(syms)
+        if pts is None:
+            pts = cache[syms] = affine.order_points(s.points(syms), order, syms)
+        return pts
+
+    return points_for
 
 
 @register("ktdp.construct_indirect_access_tile")
@@ -642,14 +652,11 @@ def build_indirect_tile(c, op):
     sym_fn = _values_fn(c, op.groups["symbols"])
     ir = c.slot(op.result)
     tshape = op.result.type.shape
-    cache: dict = {}
+    points_for = _ordered_points(s, order)
 
     def step(env):
         syms = sym_fn(env)
-        vpts = cache.get(syms)
-        if vpts is None:
-            vpts = affine.order_points(s.points(syms), order, syms)
-            cache[syms] = vpts
+        vpts = points_for(syms)
         cap = cap_fn(env)
         n = vpts.shape[0]
         args = list(cap) + [vpts[:, k] for k in range(vpts.shape[1])]
