@@ -256,6 +256,19 @@ def _parse_id_list(p: ExprParser, close: str) -> list[str]:
         return names
 
 
+def _parse_parenthesised(p: ExprParser, item):
+    """``( item, item, ... )``, possibly empty: the items parsed by ``item()``, in order."""
+    p.expect("(")
+    items = []
+    if p.peek() != ")":
+        items.append(item())
+        while p.peek() == ",":
+            p.pos += 1
+            items.append(item())
+    p.expect(")")
+    return items
+
+
 def _parse_header(p: ExprParser) -> tuple[list[str], list[str]]:
     p.expect("(")
     dims = _parse_id_list(p, ")")
@@ -446,16 +459,7 @@ def parse_map(text: str) -> AffineMap:
     p = ExprParser(tokenize(text), None)
     dims, syms = _parse_header(p)
     p.expect("->")
-    p.expect("(")
-    results: list[Expr] = []
-    if p.peek() != ")":
-        while True:
-            results.append(p.parse_expr())
-            if p.peek() == ",":
-                p.pos += 1
-                continue
-            break
-    p.expect(")")
+    results = _parse_parenthesised(p, p.parse_expr)
     if p.pos != len(p.toks):
         raise AffineSyntaxError("unexpected text after affine map", p.offset())
     m = AffineMap(len(dims), len(syms), tuple(results))
@@ -471,26 +475,19 @@ def parse_set(text: str) -> AffineSet:
     p = ExprParser(tokenize(text), None)
     dims, syms = _parse_header(p)
     p.expect(":")
-    p.expect("(")
-    constraints: list[tuple[Expr, bool]] = []
-    if p.peek() != ")":
-        while True:
-            lhs = p.parse_expr()
-            rel = p.peek()
-            if rel not in (">=", "==", "<="):
-                raise AffineSyntaxError("expected '>=', '<=' or '==' in affine constraint",
-                                        p.offset())
-            p.pos += 1
-            rhs = p.parse_expr()
-            if rel == "<=":
-                constraints.append((add(rhs, neg(lhs)), False))
-            else:
-                constraints.append((add(lhs, neg(rhs)), rel == "=="))
-            if p.peek() == ",":
-                p.pos += 1
-                continue
-            break
-    p.expect(")")
+
+    def constraint() -> tuple[Expr, bool]:
+        lhs = p.parse_expr()
+        rel = p.peek()
+        if rel not in (">=", "==", "<="):
+            raise AffineSyntaxError("expected '>=', '<=' or '==' in affine constraint", p.offset())
+        p.pos += 1
+        rhs = p.parse_expr()
+        if rel == "<=":
+            return add(rhs, neg(lhs)), False
+        return add(lhs, neg(rhs)), rel == "=="
+
+    constraints = _parse_parenthesised(p, constraint)
     if p.pos != len(p.toks):
         raise AffineSyntaxError("unexpected text after affine set", p.offset())
     s = AffineSet(len(dims), len(syms), tuple(constraints))
