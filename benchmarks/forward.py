@@ -3,6 +3,7 @@
 
     python benchmarks/forward.py MODEL [--program DIR] [--mode decode|prefill] [--tokens M]
                                  [--past P] [--weights synthetic|hub|DIR] [--repeat N] [--json OUT]
+                                 [--backend numpy|torch] [--device auto|cpu|cuda|cuda:N|mps]
 
 Without ``--program`` our own emitted program for MODEL is used (``--mode``/``--tokens``/``--past``
 choose it). Both sides run the same weights (synthetic by default) and the same golden-convention
@@ -10,8 +11,10 @@ tokens. After one warm-up pass each, every pass is timed and the median of ``--r
 passes is reported:
 
 * emulated: ``Runner.run`` of the model layer (weights resident in HBM, plans compiled, inputs
-  written into their resident buffers), i.e. exactly what ``ktir-models forward`` times;
-* native: ``LlamaForCausalLM`` in float32 (eager attention) on the same tokens and positions; for a
+  written into their resident buffers), i.e. exactly what ``ktir-models forward`` times, on the
+  emulator's array back end ``--backend``/``--device`` (default numpy on the cpu; the figures name
+  it in ``backend``, ``device`` and ``backend_version``);
+* native: ``LlamaForCausalLM`` in float32 (eager attention, on the cpu) on the same tokens and positions; for a
   program with ``past > 0`` the prefix KV cache is computed once and a fresh copy of it (made
   outside the timer) is handed to every timed pass.
 
@@ -111,9 +114,21 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per side (median; >= 5)")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
+    parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
+    parser.add_argument("--device", default="auto",
+                        help="torch device: auto (mps, else cuda, else cpu), cpu, cuda, cuda:N, mps")
     args = parser.parse_args()
     if args.repeat < 5:
         parser.error("--repeat: at least 5 timed passes")
+
+    from ktir_models.errors import UserError
+    from ktir_models.ktir.backends import make_backend
+
+    try:
+        backend = make_backend(args.backend, args.device)
+    except UserError as exc:  # an unavailable back end or device: one line, exit 2
+        print(f"forward.py: {exc}", file=sys.stderr)
+        return 2
 
     import numpy as np
     import torch
@@ -138,9 +153,9 @@ def main() -> int:
     if pass_.past and manifest.extras.get("format") == "ktir-models/1":
         from ktir_models.model.emit.generation import prefill_cache_inputs
 
-        vendored = {**prefill_cache_inputs(ckpt, program), **vendored}
+        vendored = {**prefill_cache_inputs(ckpt, program, backend=backend), **vendored}
 
-    runner = Runner(manifest, show_progress=False)
+    runner = Runner(manifest, show_progress=False, backend=backend)
     runner.load()
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
@@ -172,6 +187,9 @@ def main() -> int:
         "nodes": len(manifest.nodes),
         "weights": getattr(ckpt, "origin", args.weights),
         "threads": threads,
+        "backend": backend.name,
+        "device": backend.device,
+        "backend_version": backend.describe(),
         "repeat": args.repeat,
         "emulated_ms": emulated_ms,
         "native_ms": native_ms,
@@ -191,6 +209,7 @@ def main() -> int:
     }
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
           f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
+    print(f"backend        {backend.describe()} (emulator); native transformers on the cpu")
     print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat})")
     print(f"native f32     {native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager)")

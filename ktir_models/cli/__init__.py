@@ -3,6 +3,9 @@
 Command modules register on the shared typer ``app``. :func:`main` turns every
 :class:`~ktir_models.errors.UserError` into its one-line message on stderr and exit code 2, a
 :class:`~ktir_models.errors.Mismatch` into exit code 1; usage errors keep click's exit code 2.
+A torch device running out of memory outside a kernel (copying a pass's inputs or result between
+host and device) is one line and exit code 2 as well; inside a kernel the emulator already reports
+it as a fault naming op, function and core.
 """
 
 from __future__ import annotations
@@ -34,4 +37,15 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         print("aborted", file=sys.stderr)
         sys.exit(130)
+    except RuntimeError as exc:
+        if not _device_out_of_memory(exc):
+            raise  # anything else is a bug: keep its traceback
+        first = str(exc).strip().splitlines()[0]
+        print(f"the torch device ran out of memory: {first}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _device_out_of_memory(exc: RuntimeError) -> bool:
+    """torch's CUDA OutOfMemoryError (a RuntimeError) or MPS's "MPS backend out of memory"."""
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc).lower()

@@ -15,6 +15,7 @@ import typer
 
 from ..errors import Mismatch, UserError
 from .app import app
+from .backend_options import backend_option, build_backend, device_option
 
 
 def _finite(value):
@@ -47,10 +48,11 @@ def with_sections(report, **sections) -> _Doc:
 
 
 def forward_extras(report, model: str, program: Path, weights: str, seed: int = 0, *,
-                   latency: bool = False, diagnose: bool = False) -> dict:
+                   latency: bool = False, diagnose: bool = False, backend=None) -> dict:
     """What `forward --latency` / `forward --diagnose` add after the forward's own report: print
-    the latency table (every node) and, when the forward failed its golden, the diagnosis.
-    Returns the JSON sections to add to the forward's report (see :func:`with_sections`)."""
+    the latency table (every node) and, when the forward failed its golden, the diagnosis (run on
+    the forward's array ``backend``). Returns the JSON sections to add to the forward's report
+    (see :func:`with_sections`)."""
     sections: dict = {}
     if latency:
         result = program_latency(program)
@@ -59,7 +61,7 @@ def forward_extras(report, model: str, program: Path, weights: str, seed: int = 
     failed = getattr(report, "metrics", None) is not None and not getattr(report, "passed", True)
     if diagnose and failed:
         try:
-            found = diagnose_program(model, program, weights, seed)
+            found = diagnose_program(model, program, weights, seed, backend=backend)
         except UserError as exc:  # e.g. a program whose KV prefix the host cannot bind alone
             print(f"diagnose: not available for this program: {exc}")
             sections["diagnose"] = {"error": str(exc)}
@@ -69,8 +71,10 @@ def forward_extras(report, model: str, program: Path, weights: str, seed: int = 
     return sections
 
 
-def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None):
-    """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run)."""
+def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None,
+                     backend=None):
+    """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run) on the
+    array ``backend`` (a back-end object; default numpy)."""
     from ..model.diagnose import diagnose as run_diagnose
     from ..model.manifest import check_signatures, load_manifest, validate
     from ..model.registry import resolve_model
@@ -81,7 +85,7 @@ def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, che
     validate(manifest, spec.config)
     check_signatures(manifest)
     ckpt = get_checkpoint(spec, weights, seed=seed)
-    return run_diagnose(manifest, spec.config, ckpt, checks=checks)
+    return run_diagnose(manifest, spec.config, ckpt, checks=checks, backend=backend)
 
 
 def _check_json(json_path: Path | None, program: Path) -> None:
@@ -159,17 +163,20 @@ def diagnose(
                                 "finite inputs, f16 overflow/underflow, write conflicts) fail."),
     checks: bool = typer.Option(False, "--checks", help="Run the emulator's checking mode and list its warnings."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    backend: str = backend_option(),
+    device: str = device_option(),
 ) -> None:
     """Run the program and transformers side by side; name the first node out of its f16 band."""
     from ..model.report import write_json
 
     _check_json(json_path, program)
+    array_backend = build_backend(backend, device)
     checker = None
     if checks or strict:
         from ..ktir.checks import NumericChecks
 
         checker = NumericChecks(strict=strict)
-    report = diagnose_program(model, program, weights, seed, checker)
+    report = diagnose_program(model, program, weights, seed, checker, backend=array_backend)
     print(report.render(table=table))
     if json_path is not None:
         write_json(json_path, _Doc({"diagnose": report.as_dict()}))

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .app import app
+from .backend_options import backend_option, build_backend, device_option
 
 
 @app.command()
@@ -51,6 +52,8 @@ def generate(
     golden: str = typer.Option("none", "--golden", help="live (check every pass against transformers) or none."),
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    backend: str = backend_option(),
+    device: str = device_option(),
 ) -> None:
     """Prefill M tokens, then N greedy decode steps on the KV cache our programs wrote."""
     import sys
@@ -63,6 +66,7 @@ def generate(
 
     if golden not in ("live", "none"):
         raise UserError(f"--golden {golden}: expected live or none")
+    array_backend = build_backend(backend, device)
     spec = resolve_model(model)
     ckpt = get_checkpoint(spec, weights, seed=seed)
     bar = None
@@ -73,14 +77,16 @@ def generate(
     start = time.perf_counter()
     try:
         result = run_generation(ckpt, spec.name, tokens, steps, golden=golden == "live",
-                                progress=(lambda _s: bar.update(1)) if bar is not None else None)
+                                progress=(lambda _s: bar.update(1)) if bar is not None else None,
+                                backend=array_backend)
     finally:
         if bar is not None:
             bar.close()
     total = time.perf_counter() - start
 
     failures = []
-    print(f"generate: {spec.name} ({getattr(ckpt, 'origin', weights)}), prefill {tokens} tokens, {steps} decode steps")
+    print(f"generate: {spec.name} ({getattr(ckpt, 'origin', weights)}), prefill {tokens} tokens, {steps} decode steps, "
+          f"on {array_backend.describe()}")
     for s in result.steps:
         what = "prefill" if s.step == 0 else f"step {s.step}"
         line = (f"  {what:>8}: past {s.past:>4}, in {s.tokens if len(s.tokens) <= 4 else str(s.tokens[:4])[:-1] + ', ...]'}"

@@ -11,6 +11,7 @@ import typer
 
 from ..errors import UserError
 from .app import app
+from .backend_options import backend_option, build_backend, device_option
 
 
 @app.command("check")
@@ -59,6 +60,8 @@ def run(
     lx_capacity: int = typer.Option(2 * 1024 * 1024, "--lx-capacity", help="LX bytes per core"),
     address_unit: str = typer.Option("element", "--address-unit",
                                      help="element | byte | stick"),
+    backend: str = backend_option(),
+    device: str = device_option(),
 ):
     """Run one function: arrays from --inputs are placed in HBM and their arguments receive the
     buffers' addresses; scalars come from --scalar; buffers are written to --out."""
@@ -95,7 +98,8 @@ def run(
             raise UserError(f"--address-unit {address_unit!r}: expected element, byte, stick or "
                             "a positive number of bytes")
         unit = int(address_unit)
-    machine = Machine(lx_capacity=lx_capacity, address_unit=unit)
+    array_backend = build_backend(backend, device)
+    machine = Machine(lx_capacity=lx_capacity, address_unit=unit, backend=array_backend)
     args: dict[str, object] = {}
     buffers = {}
     for name, arg in zip(names, function.args):
@@ -115,7 +119,7 @@ def run(
             raise UserError(f"{file}: argument %{name} of @{function.name} needs an array in "
                             "--inputs or a --scalar value")
     stats = machine.compile(function).run(args)
-    print(stats)
+    print(f"{stats} on {array_backend.describe()}")
     if out is not None:
         tmp = out.with_name(out.name + ".partial.npz")
         np.savez(tmp, **{n: b.read() for n, b in buffers.items()})

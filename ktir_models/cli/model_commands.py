@@ -18,6 +18,7 @@ import typer
 
 from ..errors import Mismatch, UserError
 from .app import app
+from .backend_options import backend_option, build_backend, device_option
 
 GOLDEN_KEYWORDS = ("auto", "vendored", "live", "none")
 GOLDEN_FILE = "golden.f16.gz"
@@ -47,6 +48,8 @@ def forward(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     latency: bool = typer.Option(False, "--latency", help="Also print the latency model per node (docs/latency.md)."),
     diagnose: bool = typer.Option(False, "--diagnose", help="On a mismatch, name the first node out of its f16 band."),
+    backend: str = backend_option(),
+    device: str = device_option(),
 ) -> None:
     """Run MODEL's KTIR forward on the emulator and compare the logits with a golden.
 
@@ -61,16 +64,19 @@ def forward(
         raise UserError(f"--tokens {tokens}: expected a positive integer")
     if json_path is not None:
         check_json_target(json_path)
+    array_backend = build_backend(backend, device)  # an unavailable device fails here, first
 
     if program is None:
         program = _emit(model, mode, tokens, past)
     elif past:
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
-    report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path)
+    report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path,
+                      array_backend)
     print(report.render())
     from .diagnose_commands import forward_extras, with_sections  # --latency / --diagnose
 
-    sections = forward_extras(report, model, program, weights, seed, latency=latency, diagnose=diagnose)
+    sections = forward_extras(report, model, program, weights, seed, latency=latency, diagnose=diagnose,
+                              backend=array_backend)
     if json_path is not None:
         write_json(json_path, with_sections(report, **sections) if sections else report)
     if report.metrics is not None and not report.passed:
@@ -92,7 +98,9 @@ def _emit(model: str, mode: str | None, tokens: int | None, past: int = 0) -> Pa
     return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
 
 
-def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet, json_path=None):
+def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet, json_path=None,
+             array_backend=None):
+    """The forward and its report; the emulator computes on ``array_backend`` (default numpy)."""
     from ..model import golden as golden_mod
     from ..model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from ..model.manifest import check_signatures, load_manifest, validate
@@ -129,9 +137,9 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         # Our programs continue a real KV cache: our own prefill program writes it (emit docs).
         from ..model.emit.generation import prefill_cache_inputs
 
-        vendored = {**prefill_cache_inputs(ckpt, program), **vendored}
+        vendored = {**prefill_cache_inputs(ckpt, program, backend=array_backend), **vendored}
 
-    runner = Runner(manifest, show_progress=not quiet)
+    runner = Runner(manifest, show_progress=not quiet, backend=array_backend)
     runner.load()
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, cfg, ckpt, pass_, vendored)
@@ -189,6 +197,9 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         node_seconds=runner.node_seconds(),
         nonfinite=asdict(result.nonfinite) if result.nonfinite is not None else None,
         hbm_bytes=runner.hbm_bytes,
+        backend=runner.machine.backend.name,
+        device=runner.machine.backend.device,
+        backend_version=runner.machine.backend.describe(),
     )
 
 

@@ -388,11 +388,13 @@ def first_jump(errors: list[NodeError]) -> NodeError | None:
 
 
 def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = None,
-             reference: dict | None = None, show_progress: bool = False) -> DiagnoseReport:
+             reference: dict | None = None, show_progress: bool = False,
+             backend: Any = None) -> DiagnoseReport:
     """Run ``manifest``'s program on ``ckpt`` and compare every mapped node with transformers.
 
     ``checks`` (optional) is passed to the emulator's machine as its checking mode; ``reference``
-    (optional) reuses captured tensors (tests and notebooks diagnosing several copies).
+    (optional) reuses captured tensors (tests and notebooks diagnosing several copies);
+    ``backend`` (optional) is the emulator's array back end (default numpy; see ktir.backends).
     """
     from .. import ktir
     from .bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
@@ -402,7 +404,7 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
     roles = map_nodes(manifest)
     notes: list[str] = []
     spec = pass_spec(manifest, cfg)
-    machine = ktir.Machine()
+    machine = ktir.Machine(backend=backend if backend is not None else "numpy")
     if checks is not None:
         machine.checks = checks
     runner = Runner(manifest, machine=machine, show_progress=show_progress)

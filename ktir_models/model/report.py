@@ -8,7 +8,9 @@ Pass rule (justified in docs/forward.md):
 
 The JSON written by ``--json`` always holds at least ``pass``, ``metrics.top1_agreement``,
 ``metrics.max_abs``, ``metrics.cosine``, ``seconds.parse``, ``seconds.marshal`` and
-``seconds.execute`` (median seconds per pass over ``--repeat``).
+``seconds.execute`` (median seconds per pass over ``--repeat``), and the emulator's array back end:
+``backend`` (``numpy`` or ``torch``), ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``mps``) and
+``backend_version`` (e.g. ``torch 2.13.0+cpu (cpu)``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class ForwardReport:
     node_seconds: list[float] = field(default_factory=list)  # median per node, manifest order
     nonfinite: dict[str, Any] | None = None
     hbm_bytes: int = 0
+    backend: str = "numpy"  # the emulator's array back end (ktir.backends)
+    device: str = "cpu"  # where its tensors live: cpu, cuda, cuda:N or mps
+    backend_version: str = "numpy (cpu)"  # the back end's describe(): library version and device
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict; NaN/Inf numbers become null (strict JSON)."""
@@ -81,6 +86,7 @@ class ForwardReport:
             f"program  {self.program}  ({self.nodes} nodes, {self.mode}, m={self.tokens})",
             f"weights  {self.weights}",
             f"golden   {self.golden}",
+            f"backend  {self.backend_version}",
         ]
         if self.metrics is not None:
             mt = self.metrics

@@ -12,6 +12,12 @@ Life cycle (each step once, passes many times):
 Invariants: a tensor id maps to exactly one HBM buffer for the runner's whole life; weights are
 never written after marshalling; activations are overwritten by the node that produces them before
 any node reads them (checked by the manifest's dataflow validation).
+
+Back ends: the machine computes on its array back end (``ktir.Machine(backend=...)``, numpy by
+default, or torch tensors on cpu/cuda/mps). On a device back end, host<->device copies happen only
+at the graph's edges: the per-pass inputs are written in, the result tensor is read out, and the
+per-node NaN/Inf check asks the device for one boolean per output (a tensor is copied to the host
+only once it is known to hold a non-finite value).
 """
 
 from __future__ import annotations
@@ -73,9 +79,15 @@ class Runner:
         manifest: Manifest,
         machine: Any | None = None,
         show_progress: bool = True,
+        backend: Any = None,
     ) -> None:
+        """``machine``: run on this machine; else a new ``ktir.Machine`` on ``backend`` (a back-end
+        object from ``ktir.backends.make_backend`` or a name; default numpy)."""
+        if machine is not None and backend is not None:
+            raise ValueError("Runner: pass either machine or backend, not both")
         self.manifest = manifest
-        self.machine = machine if machine is not None else ktir.Machine()
+        self.machine = machine if machine is not None else \
+            ktir.Machine(backend=backend if backend is not None else "numpy")
         self.show_progress = show_progress
         self.timings = Timings()
         self._plans: list[Any] = []
@@ -155,6 +167,7 @@ class Runner:
                 t0 = time.perf_counter()
                 try:
                     plan.run(self._node_args[i])
+                    _synchronize(self.machine.backend)
                 except UserError as exc:
                     raise UserError(f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
                 times[i] = time.perf_counter() - t0
@@ -178,11 +191,16 @@ class Runner:
         return self._buffers[tensor_id].read()
 
     def _first_nonfinite(self, i: int) -> NonFinite | None:
+        """NaN/Inf in node ``i``'s outputs. Checked where the bytes live (one boolean crosses
+        from a device per output); only a tensor that holds one is read to locate it."""
         node = self.manifest.nodes[i]
         for a in node.args:
             if not a.is_output:
                 continue
-            data = self._buffers[a.tensor].read()
+            buf = self._buffers[a.tensor]
+            if buf.all_finite():
+                continue
+            data = buf.read()
             bad = ~np.isfinite(data)
             if bad.any():
                 flat = int(np.flatnonzero(bad)[0])
@@ -205,6 +223,16 @@ class Runner:
             return []
         order = sorted(range(len(per_node)), key=lambda i: -per_node[i])[:count]
         return [(i, self.manifest.nodes[i].fn, per_node[i]) for i in order]
+
+
+def _synchronize(backend: Any) -> None:
+    """Wait for the work a device back end queued (asynchronous on cuda/mps), so that a node's
+    seconds are its own and an asynchronous device error is reported at the node that caused it."""
+    try:
+        backend.synchronize()
+    except RuntimeError as exc:  # torch reports device failures (CUDA/MPS) as RuntimeError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"the {backend.describe()} device failed: {first}") from None
 
 
 def _progress(total: int, enabled: bool):

@@ -46,17 +46,18 @@ class Generation:
 
 
 def generate(ckpt: Any, name: str, tokens: int, steps: int, golden: bool = False,
-             progress: Callable[[StepResult], None] | None = None) -> Generation:
+             progress: Callable[[StepResult], None] | None = None, backend: Any = None) -> Generation:
     """Prefill ``tokens`` golden-convention ids, then ``steps`` greedy decode steps.
 
     The prefill program (static, past 0) and one decode program with a dynamic position share the
     session's KV cache of capacity ``tokens + steps``. With ``golden``, transformers runs the same
     token sequence (ours, so a differing argmax does not derail the comparison) with its own cache
-    and every pass's logits are compared.
+    and every pass's logits are compared. ``backend``: the emulator's array back end (see
+    :class:`~.session.Session`).
     """
     cfg = ckpt.config
     capacity = tokens + steps
-    session = Session(ckpt)
+    session = Session(ckpt, backend=backend)
     prefill = session.load(cached_program(cfg, "prefill", tokens, 0, capacity=capacity, name=name))
     decode = None
     if steps:
@@ -118,13 +119,14 @@ class _LiveCache:
         return out.logits[0].float().numpy()
 
 
-def forward_after_prefill(ckpt: Any, name: str, mode: str, tokens: int, past: int) -> tuple[PassOutput, list[int]]:
+def forward_after_prefill(ckpt: Any, name: str, mode: str, tokens: int, past: int,
+                          backend: Any = None) -> tuple[PassOutput, list[int]]:
     """Run our prefill program over the ``past`` golden-convention prefix ids, then the pass of
     ``tokens`` ids at positions ``past ..`` on the cache it wrote. Returns that pass's output and
     its token ids (the golden convention: ids of positions ``past .. past+tokens-1``)."""
     cfg = ckpt.config
     capacity = past + tokens
-    session = Session(ckpt)
+    session = Session(ckpt, backend=backend)
     ids = [int(t) for t in golden_token_ids(tokens, cfg.vocab_size, start=past)]
     if past:
         prefix = session.load(cached_program(cfg, "prefill", past, 0, capacity=capacity, name=name))
@@ -133,20 +135,21 @@ def forward_after_prefill(ckpt: Any, name: str, mode: str, tokens: int, past: in
     return session.run(program, np.asarray(ids), past=past), ids
 
 
-def prefill_cache_inputs(ckpt: Any, program_dir: Path) -> dict[int, np.ndarray]:
+def prefill_cache_inputs(ckpt: Any, program_dir: Path, backend: Any = None) -> dict[int, np.ndarray]:
     """The KV cache a decode-after-prefill program of ours expects, made by our own prefill.
 
     For an emitted program with ``past = P > 0`` (``program_dir``), run our prefill program (m = P,
     same capacity) over the golden-convention prefix ids and return ``{tensor id: cache}`` for
     every ``prefix_k``/``prefix_v`` tensor of that program (f16 ``[C, kv_dim]``, rows ``>= P``
-    zero) — ready to bind as the host values of those tensors. Empty for ``P = 0``.
+    zero) — ready to bind as the host values of those tensors. Empty for ``P = 0``. The prefill
+    runs on ``backend`` (see :class:`~.session.Session`), the one the measured pass will use.
     """
     doc = json.loads((Path(program_dir) / "manifest.json").read_text(encoding="utf-8"))
     past, capacity = int(doc["past"]), int(doc["capacity"])
     if past == 0:
         return {}
     cfg = ckpt.config
-    session = Session(ckpt)
+    session = Session(ckpt, backend=backend)
     prefill = session.load(cached_program(cfg, "prefill", past, 0, capacity=capacity, name=doc.get("model", "model")))
     session.run(prefill, golden_token_ids(past, cfg.vocab_size), past=0)
     out: dict[int, np.ndarray] = {}

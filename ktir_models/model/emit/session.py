@@ -10,6 +10,10 @@ so a prefill program followed by decode programs (or one decode program with a d
 run once per step) continues exactly where the previous pass left the cache. This is how
 ``generate`` and decode-after-prefill forwards run; the host binds what docs/emitter.md's "Host
 contract" lists, nothing else.
+
+The machine computes on any array back end (``backend=``: numpy, or torch on cpu/cuda/mps). Weights
+and the KV cache stay where the back end keeps them; per pass the host writes only the pass inputs
+(embedding rows, cos/sin, mask) and reads only the logits.
 """
 
 from __future__ import annotations
@@ -69,10 +73,15 @@ class PassOutput:
 class Session:
     """One machine, one checkpoint, shared weights and KV cache for our programs."""
 
-    def __init__(self, ckpt: Any, machine: Any | None = None) -> None:
+    def __init__(self, ckpt: Any, machine: Any | None = None, backend: Any = None) -> None:
+        """``machine``: run on it; else a new ``ktir.Machine`` on ``backend`` (a back-end object
+        from ``ktir.backends.make_backend`` or a name; default numpy)."""
+        if machine is not None and backend is not None:
+            raise ValueError("Session: pass either machine or backend, not both")
         self.ckpt = ckpt
         self.cfg = ckpt.config
-        self.machine = machine if machine is not None else ktir.Machine()
+        self.machine = machine if machine is not None else \
+            ktir.Machine(backend=backend if backend is not None else "numpy")
         self._weights: dict[str, Any] = {}
         self._cache: dict[tuple[str, int], Any] = {}
         self.capacity: int | None = None
@@ -160,6 +169,7 @@ class Session:
                 args[a["name"]] = scalars[a["scalar"]] if "scalar" in a else bufs[a["tensor"]].address
             stats = node.plan.run(args)
             node_lx.append(max(stats.lx_high_water))
+        self.machine.backend.synchronize()  # a device back end runs asynchronously
         seconds = time.perf_counter() - start
         return PassOutput(bufs[program.result].read(), seconds, node_lx)
 

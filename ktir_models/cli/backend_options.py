@@ -1,0 +1,31 @@
+"""The ``--backend`` / ``--device`` options shared by ``run``, ``forward``, ``generate`` and
+``diagnose``.
+
+Each command builds its array back end once, before any heavy work, with
+:func:`ktir_models.ktir.backends.make_backend` (which turns every unavailable choice -- no torch,
+no CUDA, no MPS, numpy on a device -- into one :class:`~ktir_models.errors.UserError`), and hands
+the back-end object down to the model layer, which passes it to every ``ktir.Machine`` it makes.
+"""
+
+from __future__ import annotations
+
+import typer
+
+BACKEND_HELP = "Array back end of the emulator: numpy (host BLAS) or torch (see docs/backends.md)."
+DEVICE_HELP = ("torch device: auto (mps, else cuda, else cpu), cpu, cuda, cuda:N or mps; "
+               "numpy runs on the cpu only.")
+
+
+def backend_option():
+    return typer.Option("numpy", "--backend", help=BACKEND_HELP)
+
+
+def device_option():
+    return typer.Option("auto", "--device", help=DEVICE_HELP)
+
+
+def build_backend(backend: str, device: str):
+    """The back-end object for ``--backend``/``--device`` (UserError when unavailable)."""
+    from ..ktir.backends import make_backend
+
+    return make_backend(backend, device)
