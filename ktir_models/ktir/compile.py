@@ -47,10 +47,14 @@ def run_steps(steps, env) -> None:
     except EmulationFault:
         raise
     except (FaultSignal, ArithmeticError, ValueError, IndexError, TypeError, MemoryError,
-            KeyError, AttributeError, NotImplementedError) as exc:
+            KeyError, AttributeError, NotImplementedError, RuntimeError) as exc:
         ctx = env[0]
         op = getattr(step, "op", None)
         msg = str(exc) if isinstance(exc, FaultSignal) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower():
+            # torch device errors (CUDA/MPS allocation) surface as RuntimeError subclasses
+            msg = (f"the {ctx.machine.backend.describe()} device ran out of memory: "
+                   f"{str(exc).splitlines()[0]}")
         raise EmulationFault(msg, function=ctx.function, op=op.name if op else "?",
                              loc=op.loc if op else Location("<unknown>", 0, 0),
                              core=ctx.core) from None
@@ -65,6 +69,7 @@ class Compiler:
         self.machine = machine
         self.fn = fn
         self.builders = BUILDERS
+        self.xp = machine.backend  # run-time array functions (backends/); folding uses numpy
         self.slots: dict[int, int] = {}
         self.consts: dict[int, object] = {}  # slot -> value known at compile time
         self.n_slots = 1  # slot 0: CoreContext
@@ -338,5 +343,5 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
     steps = c.compile_block(fn.body.block)
     template = [None] * c.n_slots
     for s, v in c.consts.items():
-        template[s] = v
+        template[s] = c.xp.from_const(v)
     return Plan(machine, fn, _Compiled(steps, template, arg_slots), peak, c.uses_inter_tile)

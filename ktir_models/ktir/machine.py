@@ -31,7 +31,8 @@ MAX_CORES = 32
 class Region:
     """A contiguous byte range of HBM. Invariant: ``start % 128 == 0``; ``data`` is 1-D uint8."""
 
-    __slots__ = ("start", "nbytes", "end", "name", "data", "mask", "version", "_typed", "writable")
+    __slots__ = ("start", "nbytes", "end", "name", "data", "mask", "version", "_typed", "writable",
+                 "dev", "dev_typed")
 
     def __init__(self, start: int, data: np.ndarray, name: str, initialised: bool):
         self.start = start
@@ -43,6 +44,8 @@ class Region:
         self.version = 0
         self._typed: dict = {}
         self.writable = bool(data.flags.writeable)
+        self.dev = None  # the back end's mirror of ``data`` (torch back end; see backends/)
+        self.dev_typed: dict = {}
 
     def typed(self, dtype: np.dtype) -> np.ndarray:
         """The region's bytes as a flat array of ``dtype`` (trailing partial element dropped)."""
@@ -91,6 +94,7 @@ class Buffer:
         Handing out a writable view gives up initialisation tracking for this buffer: it counts as
         fully written from now on.
         """
+        self._hbm.machine.backend.release(self.region)
         self.region.mark_initialised()
         self.region.version += 1
         n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
@@ -98,17 +102,33 @@ class Buffer:
 
     def read(self) -> np.ndarray:
         """A copy of the buffer's contents (does not change initialisation tracking)."""
+        self._hbm.machine.backend.pull(self.region)
         n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
         return self.region.typed(self.dtype)[:n].reshape(self.shape).copy()
+
+    def all_finite(self) -> bool:
+        """True when no element is NaN/Inf. Checked where the bytes live (on a device back end,
+        on the device: only the answer crosses to the host)."""
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        if self.dtype.kind != "f" and self.dtype.name != "bfloat16":
+            return True
+        backend = self._hbm.machine.backend
+        if self.region.dev is None:
+            return bool(np.isfinite(self.region.typed(self.dtype)[:n]).all())
+        return bool(backend.isfinite(backend.typed(self.region, self.dtype)[:n]).all())
 
     def write(self, array) -> None:
         """Copy ``array`` (same element count) into the buffer and mark it initialised."""
         src = np.asarray(array, dtype=self.dtype)
-        dst = self.array
-        if src.size != dst.size:
-            raise UserError(f"buffer {self.name}: expected {dst.size} elements {self.shape}, "
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        if src.size != n:
+            raise UserError(f"buffer {self.name}: expected {n} elements {self.shape}, "
                             f"got {src.size} {src.shape}")
-        dst.reshape(-1)[:] = src.reshape(-1)
+        region = self.region
+        region.mark_initialised()
+        region.version += 1
+        region.typed(self.dtype)[:n] = src.reshape(-1)
+        self._hbm.machine.backend.push(region)  # a device mirror gets the new bytes
 
     def __repr__(self) -> str:
         return f"Buffer({self.name!r}, {self.shape}, {self.dtype}, byte {self.byte_address})"
@@ -194,6 +214,14 @@ class LXMemory:
     def __init__(self, core: int, capacity: int):
         self.core = core
         self.data = np.zeros(capacity, dtype=np.uint8)
+        self.dev = None  # the back end's mirror of ``data`` (torch back end)
+        self.dev_typed: dict = {}
+        self.writable = True
+
+    def typed(self, dtype: np.dtype) -> np.ndarray:
+        """The scratchpad as a flat array of ``dtype``."""
+        n = self.capacity - self.capacity % dtype.itemsize
+        return self.data[:n].view(dtype)
 
     @property
     def capacity(self) -> int:
@@ -233,10 +261,20 @@ class RunStats:
 
 
 class Machine:
-    """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`."""
+    """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`.
+
+    ``backend`` is where tensors live and compute (:mod:`.backends`): a back-end object, or a name
+    (``"numpy"``, the default, or ``"torch"``) combined with ``device``.
+    """
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
-                 address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30):
+                 address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
+                 backend="numpy", device: str = "auto"):
+        if isinstance(backend, str):
+            from .backends import make_backend
+
+            backend = make_backend(backend, device)
+        self.backend = backend
         if num_cores < 1 or num_cores > MAX_CORES:
             raise UserError(f"num_cores must be 1..{MAX_CORES}, got {num_cores}")
         if isinstance(address_unit, str):

@@ -66,3 +66,19 @@ def chain_add_f16(acc: np.ndarray, parts: np.ndarray, use_torch: bool | None = N
         for p in np.asarray(parts).astype(np.float16):
             total = np.add(total, p, dtype=np.float32).astype(np.float16)
     return total
+
+
+def chain_add_f16_tensors(acc, parts):
+    """:func:`chain_add_f16` for torch tensors on any device (the torch array back end): the same
+    roundings, on the tensors' device. CUDA and MPS add halves in f32 and round once, as the CPU
+    does, so the chain is the IEEE f16 chain there too."""
+    total = acc.to(torch.float16).clone(memory_format=torch.contiguous_format)
+    add = total.add_
+    if total.device.type == "cpu":
+        with _single_thread():
+            for p in parts.to(torch.float16).unbind(0):
+                add(p)
+    else:
+        for p in parts.to(torch.float16).unbind(0):
+            add(p)
+    return total

@@ -4,17 +4,22 @@ Numerics: an f16 op computes in f32 and rounds once to f16. numpy's float16 ufun
 for + - * / and sqrt (f32 has enough precision that the double rounding is innocuous), so they are
 used directly. Integer/index arithmetic is exact; divsi/remsi truncate toward zero, floordivsi
 floors, ceildivsi rounds up.
+
+Every builder takes its run-time functions from the machine's array back end (``c.xp``, see
+``backends/``) and folds compile-time constants with numpy (:data:`NP`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..backends.numpy_backend import NumpyBackend
 from ..ir import DenseConstant, ScalarType, TensorType
 from ..parser import hex_float
 from . import register
 
 F32 = np.dtype(np.float32)
+NP = NumpyBackend()  # compile-time folding always runs on the host
 
 
 def elem_of(t) -> str:
@@ -39,15 +44,17 @@ def to_scalar(value, t):
     return t.dtype.type(value)
 
 
-def coerce(value, t):
-    """Bring a computed value to type ``t``: arrays get the dtype, scalars the scalar form."""
+def coerce(value, t, xp=NP):
+    """Bring a computed value to type ``t``: arrays (of back end ``xp``) get the dtype, scalars
+    the scalar form."""
     if isinstance(t, TensorType):
-        arr = np.asarray(value)
-        if arr.dtype != t.dtype:
-            arr = arr.astype(t.dtype)
-        return arr
-    if isinstance(value, np.ndarray) and value.ndim > 0:  # inside linalg.generic bodies
-        return value.astype(t.dtype) if value.dtype != t.dtype else value
+        if not xp.is_array(value):
+            value = xp.asarray(value)
+        return xp.astype(value, t.dtype)
+    if xp.is_array(value):
+        if value.ndim > 0:  # inside linalg.generic bodies
+            return xp.astype(value, t.dtype)
+        value = xp.item(value)
     return to_scalar(value, t)
 
 
@@ -104,62 +111,78 @@ def _check_div(b):
     return b
 
 
+def _minmax(name: str):
+    """min/max of ints: the back end's elementwise function for arrays, Python's for ints."""
+    def of(xp):
+        arr_fn, py_fn = (xp.minimum, min) if name == "min" else (xp.maximum, max)
+        is_arr = xp.is_array
+
+        def fn(a, b):
+            return arr_fn(a, b) if is_arr(a) or is_arr(b) else py_fn(a, b)
+        return fn
+    return of
+
+
+def _same(fn):
+    """An integer op written with Python operators: the same for every back end."""
+    return lambda xp: fn
+
+
+# name -> (back end -> function). Python's operators mean the same on ints, numpy arrays and
+# torch tensors (// floors, % takes the divisor's sign), so most entries ignore the back end.
 _INT_BINARY = {
-    "arith.addi": lambda a, b: a + b,
-    "arith.subi": lambda a, b: a - b,
-    "arith.muli": lambda a, b: a * b,
-    "arith.divui": lambda a, b: a // _check_div(b),
-    "arith.divsi": lambda a, b: _divsi(a, _check_div(b)),
-    "arith.floordivsi": lambda a, b: a // _check_div(b),
-    "arith.ceildivsi": lambda a, b: _ceildiv(a, _check_div(b)),
-    "arith.remui": lambda a, b: a % _check_div(b),
-    "arith.remsi": lambda a, b: _remsi(a, _check_div(b)),
-    "arith.andi": lambda a, b: a & b,
-    "arith.ori": lambda a, b: a | b,
-    "arith.xori": lambda a, b: a ^ b,
-    "arith.shli": lambda a, b: a << b,
-    "arith.shrsi": lambda a, b: a >> b,
-    "arith.shrui": lambda a, b: a >> b,
-    "arith.minsi": lambda a, b: np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(
-        b, np.ndarray) else min(a, b),
-    "arith.maxsi": lambda a, b: np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(
-        b, np.ndarray) else max(a, b),
+    "arith.addi": _same(lambda a, b: a + b),
+    "arith.subi": _same(lambda a, b: a - b),
+    "arith.muli": _same(lambda a, b: a * b),
+    "arith.divui": _same(lambda a, b: a // _check_div(b)),
+    "arith.divsi": _same(lambda a, b: _divsi(a, _check_div(b))),
+    "arith.floordivsi": _same(lambda a, b: a // _check_div(b)),
+    "arith.ceildivsi": _same(lambda a, b: _ceildiv(a, _check_div(b))),
+    "arith.remui": _same(lambda a, b: a % _check_div(b)),
+    "arith.remsi": _same(lambda a, b: _remsi(a, _check_div(b))),
+    "arith.andi": _same(lambda a, b: a & b),
+    "arith.ori": _same(lambda a, b: a | b),
+    "arith.xori": _same(lambda a, b: a ^ b),
+    "arith.shli": _same(lambda a, b: a << b),
+    "arith.shrsi": _same(lambda a, b: a >> b),
+    "arith.shrui": _same(lambda a, b: a >> b),
+    "arith.minsi": _minmax("min"),
+    "arith.maxsi": _minmax("max"),
 }
 _INT_BINARY["arith.minui"] = _INT_BINARY["arith.minsi"]
 _INT_BINARY["arith.maxui"] = _INT_BINARY["arith.maxsi"]
 
+# name -> back-end function name (numpy's)
 _FLOAT_BINARY = {
-    "arith.addf": np.add,
-    "arith.subf": np.subtract,
-    "arith.mulf": np.multiply,
-    "arith.divf": np.divide,
-    "arith.remf": np.fmod,
-    "arith.maximumf": np.maximum,
-    "arith.minimumf": np.minimum,
-    "arith.maxf": np.maximum,
-    "arith.minf": np.minimum,
-    "arith.maxnumf": np.fmax,
-    "arith.minnumf": np.fmin,
+    "arith.addf": "add",
+    "arith.subf": "subtract",
+    "arith.mulf": "multiply",
+    "arith.divf": "divide",
+    "arith.remf": "fmod",
+    "arith.maximumf": "maximum",
+    "arith.minimumf": "minimum",
+    "arith.maxf": "maximum",
+    "arith.minf": "minimum",
+    "arith.maxnumf": "fmax",
+    "arith.minnumf": "fmin",
 }
 
 
-def make_binary(c, op, fn, post=None):
-    """Builder body shared by binary elementwise ops: fold constants, else a 2-slot closure."""
+def make_binary(c, op, fn_of):
+    """Builder body shared by binary elementwise ops: fold constants with ``fn_of(NP)``, else a
+    2-slot closure over ``fn_of(c.xp)``."""
     a, b = op.operands
     r = op.result
     t = r.type
     if c.all_const((a, b)):
         with np.errstate(all="ignore"):
-            c.set_const(r, coerce(fn(c.const(a), c.const(b)), t))
+            c.set_const(r, coerce(fn_of(NP)(c.const(a), c.const(b)), t))
         return None
     ia, ib, ir = c.slot(a), c.slot(b), c.slot(r)
-    if isinstance(t, TensorType) or not is_int_type(t):
-        # numpy keeps the operand dtype for float ops (f16 op f16 -> f16, rounded once)
-        def step(env):
-            env[ir] = fn(env[ia], env[ib])
-    else:
-        def step(env):
-            env[ir] = fn(env[ia], env[ib])
+    fn = fn_of(c.xp)
+
+    def step(env):
+        env[ir] = fn(env[ia], env[ib])
     return step
 
 
@@ -171,39 +194,51 @@ _VIA_F32 = {"arith.addf", "arith.subf", "arith.mulf", "arith.divf"}
 
 @register(*_FLOAT_BINARY)
 def build_float_binary(c, op):
-    fn = _FLOAT_BINARY[op.name]
+    name = _FLOAT_BINARY[op.name]
     t = op.result.type
     if op.name in _VIA_F32 and isinstance(t, TensorType) and t.elem == "f16":
-        def via_f32(a, b, fn=fn):
-            return fn(a, b, dtype=F32).astype(np.float16)
+        def via_f32_of(xp):
+            fn, astype = getattr(xp, name), xp.astype
+            f16 = np.dtype(np.float16)
 
-        return make_binary(c, op, via_f32)
-    return make_binary(c, op, fn)
+            def via_f32(a, b):
+                return astype(fn(a, b, dtype=F32), f16)
+            return via_f32
+
+        return make_binary(c, op, via_f32_of)
+    return make_binary(c, op, lambda xp: getattr(xp, name))
 
 
 @register(*_INT_BINARY)
 def build_int_binary(c, op):
-    fn = _INT_BINARY[op.name]
+    fn_of = _INT_BINARY[op.name]
     t = op.result.type
     if isinstance(t, TensorType):
         dt = t.dtype
 
-        def tfn(a, b, fn=fn):
-            return np.asarray(fn(a, b)).astype(dt, copy=False)
+        def tensor_of(xp):
+            fn, asarray, astype = fn_of(xp), xp.asarray, xp.astype
 
-        return make_binary(c, op, tfn)
-    return make_binary(c, op, fn)
+            def tfn(a, b):
+                r = fn(a, b)
+                return astype(r if xp.is_array(r) else asarray(r), dt)
+            return tfn
+
+        return make_binary(c, op, tensor_of)
+    return make_binary(c, op, fn_of)
 
 
-def make_unary(c, op, fn):
+def make_unary(c, op, fn_of):
+    """Like :func:`make_binary` for one operand."""
     (a,) = op.operands[:1]
     r = op.result
     t = r.type
     if c.all_const((a,)):
         with np.errstate(all="ignore"):
-            c.set_const(r, coerce(fn(c.const(a)), t))
+            c.set_const(r, coerce(fn_of(NP)(c.const(a)), t))
         return None
     ia, ir = c.slot(a), c.slot(r)
+    fn = fn_of(c.xp)
 
     def step(env):
         env[ir] = fn(env[ia])
@@ -213,33 +248,36 @@ def make_unary(c, op, fn):
 
 @register("arith.negf")
 def build_negf(c, op):
-    return make_unary(c, op, np.negative)
+    return make_unary(c, op, lambda xp: xp.negative)
 
 
 @register("arith.absf")
 def build_absf(c, op):
-    return make_unary(c, op, np.abs)
+    return make_unary(c, op, lambda xp: xp.abs)
 
 
 # -- comparisons and select --------------------------------------------------------------------
 
-def _cmpf(pred: str):
-    base = {"eq": np.equal, "gt": np.greater, "ge": np.greater_equal, "lt": np.less,
-            "le": np.less_equal, "ne": np.not_equal}
-    if pred == "true":
-        return lambda a, b: np.ones(np.broadcast(a, b).shape, bool) if np.ndim(a) else True
-    if pred == "false":
-        return lambda a, b: np.zeros(np.broadcast(a, b).shape, bool) if np.ndim(a) else False
+def _cmpf(pred: str, xp):
+    base = {"eq": xp.equal, "gt": xp.greater, "ge": xp.greater_equal, "lt": xp.less,
+            "le": xp.less_equal, "ne": xp.not_equal}
+    isnan = xp.isnan
+    if pred in ("true", "false"):
+        def const(a, b):
+            r = xp.equal(a, b)
+            return xp.full(r.shape, pred == "true", np.bool_) if xp.is_array(r) else \
+                pred == "true"
+        return const
     if pred == "ord":
-        return lambda a, b: ~(np.isnan(a) | np.isnan(b))
+        return lambda a, b: ~(isnan(a) | isnan(b))
     if pred == "uno":
-        return lambda a, b: np.isnan(a) | np.isnan(b)
+        return lambda a, b: isnan(a) | isnan(b)
     cmp = base[pred[1:]]
     if pred[0] == "o":
         if pred == "one":
-            return lambda a, b: np.not_equal(a, b) & ~(np.isnan(a) | np.isnan(b))
-        return cmp  # numpy comparisons with NaN are False, as ordered predicates require
-    return lambda a, b: cmp(a, b) | np.isnan(a) | np.isnan(b)
+            return lambda a, b: xp.not_equal(a, b) & ~(isnan(a) | isnan(b))
+        return cmp  # comparisons with NaN are False, as ordered predicates require
+    return lambda a, b: cmp(a, b) | isnan(a) | isnan(b)
 
 
 _CMPI = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, b: a < b,
@@ -251,14 +289,22 @@ _CMPI = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, 
 @register("arith.cmpi", "arith.cmpf")
 def build_cmp(c, op):
     pred = op.attrs["predicate"]
-    fn = _CMPI[pred] if op.name == "arith.cmpi" else _cmpf(pred)
+    if op.name == "arith.cmpi":
+        fn_of = _same(_CMPI[pred])
+    else:
+        def fn_of(xp):
+            return _cmpf(pred, xp)
     if isinstance(op.result.type, TensorType) or op.name == "arith.cmpf":
-        def wrapped(a, b, fn=fn):
-            r = fn(a, b)
-            return r if isinstance(r, np.ndarray) else bool(r)
+        def wrapped_of(xp):
+            fn, is_arr = fn_of(xp), xp.is_array
 
-        return make_binary(c, op, wrapped)
-    return make_binary(c, op, fn)
+            def wrapped(a, b):
+                r = fn(a, b)
+                return r if is_arr(r) else bool(r)
+            return wrapped
+
+        return make_binary(c, op, wrapped_of)
+    return make_binary(c, op, fn_of)
 
 
 @register("arith.select")
@@ -273,13 +319,14 @@ def build_select(c, op):
         return None
     ic, ia, ib, ir = c.slot(cond), c.slot(a), c.slot(b), c.slot(r)
     dt = t.dtype
+    where, astype = c.xp.where, c.xp.astype
 
     def step(env):
         cv = env[ic]
         if isinstance(cv, (bool, np.bool_)):
             env[ir] = env[ia] if cv else env[ib]
         else:
-            env[ir] = np.where(cv, env[ia], env[ib]).astype(dt, copy=False)
+            env[ir] = astype(where(cv, env[ia], env[ib]), dt)
 
     return step
 
@@ -318,6 +365,35 @@ def _cast_fn(name: str, src, dst):
     return fn
 
 
+def _cast_of(name: str, src, dst):
+    """back end -> cast function: tensors of a non-numpy back end are cast there, everything
+    else (scalars, numpy arrays) by the numpy function above."""
+    host = _cast_fn(name, src, dst)
+    ddt = dst.dtype
+
+    def of(xp):
+        if isinstance(xp, NumpyBackend):
+            return host
+        if name == "arith.bitcast":
+            def dev(x):
+                return xp.view_as(x, ddt)
+        elif name in ("arith.fptosi", "arith.fptoui"):
+            def dev(x):  # trunc is exact in the source format
+                return xp.astype(xp.trunc(x), ddt)
+        elif name == "arith.trunci":
+            def dev(x):
+                return xp.astype(xp.astype(x, np.int64), ddt)
+        else:
+            def dev(x):
+                return xp.astype(x, ddt)
+        is_arr = xp.is_array
+
+        def fn(x):
+            return dev(x) if is_arr(x) else host(x)
+        return fn
+    return of
+
+
 @register("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi",
           "arith.fptoui", "arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui",
           "arith.trunci", "arith.bitcast")
@@ -326,8 +402,9 @@ def build_cast(c, op):
     dst = op.attrs["to"]
     if isinstance(dst, ScalarType) and dst.name == "index" and isinstance(src, ScalarType) \
             and src.name != "index" and op.name.startswith("arith.index_cast"):
-        return make_unary(c, op, lambda x: x.astype(np.int64) if isinstance(x, np.ndarray)
-                          else int(x))
+        def to_index_of(xp):
+            return lambda x: xp.astype(x, np.int64) if xp.is_array(x) else int(x)
+        return make_unary(c, op, to_index_of)
     if isinstance(dst, ScalarType) and src == dst:
-        return make_unary(c, op, lambda x: x)
-    return make_unary(c, op, _cast_fn(op.name, src, dst))
+        return make_unary(c, op, _same(lambda x: x))
+    return make_unary(c, op, _cast_of(op.name, src, dst))

@@ -28,13 +28,14 @@ from ..ir import MemorySpace, TensorType, TileFutureType
 from . import register
 from .arith import coerce
 
-_as_strided = np.lib.stride_tricks.as_strided
+_as_strided = np.lib.stride_tricks.as_strided  # host bookkeeping (written-byte masks) only
 INDEX_DT = np.dtype(np.int64)
+F32 = np.dtype(np.float32)
 
 
 class View:
     __slots__ = ("space", "core", "byte_addr", "dtype", "sizes", "strides", "lo", "hi", "cset",
-                 "syms", "region", "flat", "elem_off", "nd", "where", "hbm")
+                 "syms", "region", "flat", "elem_off", "nd", "where", "hbm", "xp")
 
     def __init__(self, machine, space: MemorySpace, core: int, byte_addr: int, dtype,
                  sizes: tuple, strides: tuple, cset, syms: tuple):
@@ -46,6 +47,7 @@ class View:
         self.strides = strides
         self.syms = syms
         self.hbm = machine.hbm
+        self.xp = xp = machine.backend  # flat / nd are this back end's arrays
         box = cset.box_bounds() if cset is not None else None
         if cset is None:
             self.lo = (0,) * len(sizes)
@@ -76,35 +78,35 @@ class View:
         else:
             self.where = f"LX of core {core}"
             rel = byte_addr
-            lx = machine.lx(core).data
-            if rel < 0 or rel >= lx.shape[0]:
+            lx = machine.lx(core)
+            if rel < 0 or rel >= lx.capacity:
                 self.flat = None
                 self.elem_off = 0
                 return
             region = None
-            self.flat = lx.view(dtype) if lx.shape[0] % item == 0 else None
+            self.flat = xp.typed(lx, dtype) if lx.capacity % item == 0 else None
         if rel % item:
             self.flat = None
             self.elem_off = 0
             self.where += f" (address not aligned to {item}-byte elements)"
             return
         if self.region is not None:
-            self.flat = self.region.typed(dtype)
+            self.flat = xp.typed(self.region, dtype)
         self.elem_off = rel // item
         if self.flat is not None and all(s > 0 for s in strides):
             extent = sum((n - 1) * s for n, s in zip(sizes, strides) if n > 0)
             if self.elem_off + extent < self.flat.shape[0] and all(n > 0 for n in sizes):
-                self.nd = _as_strided(self.flat[self.elem_off:], shape=sizes,
-                                      strides=tuple(s * item for s in strides), writeable=True)
+                self.nd = xp.strided(self.flat, self.elem_off, tuple(sizes), tuple(strides))
 
 
 class DistView:
-    __slots__ = ("parts", "rank", "dtype")
+    __slots__ = ("parts", "rank", "dtype", "xp")
 
     def __init__(self, parts: list):
         self.parts = parts
         self.rank = len(parts[0].sizes)
         self.dtype = parts[0].dtype
+        self.xp = parts[0].xp
 
 
 class Tile:
@@ -195,9 +197,8 @@ def _strided_block(view: View, lo, ext) -> np.ndarray:
         raise FaultSignal(f"access runs outside {view.where}: elements {low}..{high} of "
                           f"{view.flat.shape[0]}")
     if any(e == 0 for e in ext):
-        return np.zeros(ext, view.dtype)
-    return _as_strided(view.flat[start:], shape=tuple(ext),
-                       strides=tuple(s * item for s in view.strides), writeable=True)
+        return view.xp.zeros(ext, view.dtype)
+    return view.xp.strided(view.flat, start, tuple(ext), tuple(view.strides))
 
 
 def _offsets(view: View, pts: np.ndarray) -> np.ndarray:
@@ -267,8 +268,8 @@ def load_tile(tile: Tile) -> np.ndarray:
             if not _mask_view(region, view, tile.lo, tile.ext).all():
                 raise FaultSignal(f"read of never-written HBM in region {region.name!r}")
         if tile.perm is not None:
-            block = block.transpose(tile.perm)
-        return block.copy()
+            block = view.xp.transpose(block, tile.perm)
+        return view.xp.copy(block)
     pts = _tile_points(tile)
     return _gather(view, pts).reshape(tile.shape)
 
@@ -305,22 +306,24 @@ def _region_groups(view: View, pts: np.ndarray):
         yield region, rel // item, sel
 
 
-def _gather_spill(view: View, pts: np.ndarray) -> np.ndarray:
-    out = np.empty(pts.shape[0], dtype=view.dtype)
+def _gather_spill(view: View, pts: np.ndarray):
+    xp = view.xp
+    out = xp.empty((pts.shape[0],), view.dtype)
     for region, offs, sel in _region_groups(view, pts):
         if region.mask is not None:
             item = view.dtype.itemsize
             if not region.mask[(offs * item)[:, None] + np.arange(item)].all():
                 raise FaultSignal(f"read of never-written HBM in region {region.name!r}")
-        out[sel] = region.typed(view.dtype)[offs]
+        xp.put(out, np.flatnonzero(sel), xp.take(xp.typed(region, view.dtype), offs))
     return out
 
 
-def _scatter_spill(view: View, pts: np.ndarray, vals: np.ndarray) -> None:
+def _scatter_spill(view: View, pts: np.ndarray, vals) -> None:
+    xp = view.xp
     for region, offs, sel in _region_groups(view, pts):
         if not region.writable:
             raise FaultSignal(f"store into read-only HBM region {region.name!r}")
-        region.typed(view.dtype)[offs] = vals[sel]
+        xp.put(xp.typed(region, view.dtype), offs, xp.take(vals, np.flatnonzero(sel)))
         region.version += 1
         if region.mask is not None:
             item = view.dtype.itemsize
@@ -336,13 +339,14 @@ def _gather(view, pts: np.ndarray) -> np.ndarray:
         except _Spill:
             return _gather_spill(view, pts)
         _check_written(view, offs)
-        return view.flat[offs]
-    out = np.empty(pts.shape[0], dtype=view.dtype)
+        return view.xp.take(view.flat, offs)
+    xp = view.xp
+    out = xp.empty((pts.shape[0],), view.dtype)
     todo = np.ones(pts.shape[0], dtype=bool)
     for part in view.parts:
         sel = todo & _inside(part, pts)
         if sel.any():
-            out[sel] = _gather(part, pts[sel])
+            xp.put(out, np.flatnonzero(sel), _gather(part, pts[sel]))
             todo &= ~sel
     if todo.any():
         k = int(np.argmax(todo))
@@ -359,20 +363,26 @@ def _inside(view: View, pts: np.ndarray) -> np.ndarray:
     return m
 
 
-def store_tile(tile: Tile, value: np.ndarray) -> None:
+def _flat_values(xp, value):
+    """A stored value as a flat array of the back end (a scalar is stored as one element)."""
+    return (value if xp.is_array(value) else xp.asarray(value)).reshape(-1)
+
+
+def store_tile(tile: Tile, value) -> None:
     view = tile.view
+    xp = view.xp
     if tile.points is None and isinstance(view, View):
         _box_check(view, tile.lo, tile.ext)
         try:
             block = _strided_block(view, tile.lo, tile.ext)
         except _Spill:
-            _scatter_spill(view, _tile_points(tile), np.asarray(value).reshape(-1))
+            _scatter_spill(view, _tile_points(tile), _flat_values(xp, value))
             return
-        if not block.flags.writeable or (view.region is not None and not view.region.writable):
+        if view.region is not None and not view.region.writable:
             raise FaultSignal(f"store into read-only memory ({view.where})")
         if tile.perm is not None:
-            block = block.transpose(tile.perm)
-        block[...] = value
+            block = xp.transpose(block, tile.perm)
+        xp.assign(block, value)
         region = view.region
         if region is not None:
             region.version += 1
@@ -382,10 +392,10 @@ def store_tile(tile: Tile, value: np.ndarray) -> None:
                 _maybe_drop_mask(region)
         return
     pts = _tile_points(tile)
-    _scatter(view, pts, np.asarray(value).reshape(-1))
+    _scatter(view, pts, _flat_values(xp, value))
 
 
-def _scatter(view, pts: np.ndarray, vals: np.ndarray) -> None:
+def _scatter(view, pts: np.ndarray, vals) -> None:
     if isinstance(view, View):
         _points_check(view, pts)
         try:
@@ -395,14 +405,14 @@ def _scatter(view, pts: np.ndarray, vals: np.ndarray) -> None:
             return
         if view.region is not None and not view.region.writable:
             raise FaultSignal(f"store into read-only memory ({view.where})")
-        view.flat[offs] = vals
+        view.xp.put(view.flat, offs, vals)
         _mark_written(view, offs)
         return
     todo = np.ones(pts.shape[0], dtype=bool)
     for part in view.parts:
         sel = todo & _inside(part, pts)
         if sel.any():
-            _scatter(part, pts[sel], vals[sel])
+            _scatter(part, pts[sel], view.xp.take(vals, np.flatnonzero(sel)))
             todo &= ~sel
     if todo.any():
         k = int(np.argmax(todo))
@@ -653,6 +663,7 @@ def build_indirect_tile(c, op):
     ir = c.slot(op.result)
     tshape = op.result.type.shape
     points_for = _ordered_points(s, order)
+    to_host = c.xp.to_host
 
     def step(env):
         syms = sym_fn(env)
@@ -669,7 +680,8 @@ def build_indirect_tile(c, op):
             else:
                 iview = env[iviews[vi]]
                 vi += 1
-                idx = _gather(iview, np.stack(vals, axis=1)).astype(np.int64)
+                # index tables steer addressing, which is host work: bring them to the host
+                idx = to_host(_gather(iview, np.stack(vals, axis=1))).astype(np.int64)
                 if idx.size and idx.min() < 0:
                     raise FaultSignal("indirect index value is negative")
                 coords.append(idx)
@@ -686,9 +698,10 @@ def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
     unchanged), so weights feeding matmuls are converted once, not per core and pass.
     ``layout`` (tag, fn) caches ``fn(values)`` instead (e.g. a batched-GEMM friendly copy)."""
     view = tile.view
+    xp = view.xp
     region = getattr(view, "region", None)
     if tile.points is not None or region is None or region.mask is not None:
-        arr = load_tile(tile).astype(np.float32)
+        arr = xp.astype(load_tile(tile), F32)
         return arr if layout is None else layout[1](arr)
     _box_check(view, tile.lo, tile.ext)
     cache = machine.f32_cache
@@ -697,13 +710,15 @@ def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
     hit = cache.get(key)
     if hit is not None and hit[0] == region.version and hit[1] is region:
         return hit[2]
-    arr = load_tile(tile).astype(np.float32)
+    arr = xp.astype(load_tile(tile), F32)
     if layout is not None:
         arr = layout[1](arr)
-    arr.flags.writeable = False
-    if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
+    if isinstance(arr, np.ndarray):
+        arr.flags.writeable = False  # shared by every core and pass
+    nbytes = arr.nbytes if isinstance(arr, np.ndarray) else arr.nelement() * arr.element_size()
+    if machine.f32_cache_used + nbytes <= machine.f32_cache_bytes:
         if hit is None:
-            machine.f32_cache_used += arr.nbytes
+            machine.f32_cache_used += nbytes
         cache[key] = (region.version, region, arr)
     return arr
 
@@ -818,13 +833,14 @@ def build_reduce_tiles(c, op):
     a_slot, b_slot = (c.slot(a) for a in block.args)
     y = c.slot(block.ops[-1].operands[0])
     rt: TensorType = op.result.type
+    xp = c.xp
 
     def step(env):
         ctx = env[0]
         fut: Future = env[ifu]
         g = my_group[ctx.core]
         if g is None:
-            env[ir] = coerce(np.reshape(env[iid], rt.shape), rt)
+            env[ir] = coerce(xp.reshape(env[iid], rt.shape), rt, xp)
             return
         need = fut.producers.get(g, [])
         ex = ctx.exchange
@@ -864,6 +880,6 @@ def build_reduce_tiles(c, op):
                 env[b_slot] = p
                 run_steps(body, env)
                 acc = env[y]
-        env[ir] = coerce(np.reshape(acc, rt.shape), rt)
+        env[ir] = coerce(xp.reshape(acc, rt.shape), rt, xp)
 
     return step

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..ir import TensorType
 from . import register
-from .arith import _INT_BINARY, coerce
+from .arith import _INT_BINARY, NP, coerce
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -27,6 +27,18 @@ F64 = np.dtype(np.float64)
 
 def _wide(arr: np.ndarray) -> np.ndarray:
     return arr if arr.dtype.itemsize >= 4 and arr.dtype.kind == "f" else arr.astype(F32)
+
+
+def _wide_of(xp):
+    """:func:`_wide` for back end ``xp``'s arrays."""
+    if isinstance(xp, type(NP)):
+        return _wide
+    astype = xp.astype
+
+    def wide(arr):
+        return arr if arr.dtype.itemsize >= 4 and arr.dtype.is_floating_point else \
+            astype(arr, F32)
+    return wide
 
 
 def _ins_outs(op):
@@ -50,17 +62,19 @@ def build_matmul(c, op):
     ia, ib, iacc, ir = c.slot(a), c.slot(b), c.slot(acc), c.slot(r)
     trans = op.name == "linalg.matmul_transpose_b"
     zero_acc = _is_zero_const(c, acc)
+    xp = c.xp
+    wide, matmul, add, astype = _wide_of(xp), xp.matmul, xp.add, xp.astype
 
     def step(env):
         # operands loaded only for matmuls arrive as (cached) f32 already; see ktdp.load
-        A = _wide(env[ia])
-        B = _wide(env[ib])
+        A = wide(env[ia])
+        B = wide(env[ib])
         if trans:
             B = B.swapaxes(-1, -2)
-        P = np.matmul(A, B)
+        P = matmul(A, B)
         if not zero_acc:
-            P += env[iacc]
-        env[ir] = P.astype(dt, copy=False)
+            P = add(P, env[iacc])  # in P's (f32) precision: both back ends promote alike
+        env[ir] = astype(P, dt)
 
     return step
 
@@ -94,30 +108,38 @@ def _body_combiner(op) -> str | None:
     return body.name
 
 
-def _fast_reduce(kind: str, x: np.ndarray, dims: tuple, init: np.ndarray, dt) -> np.ndarray:
-    if x.dtype.kind == "f":
-        acc_t = F64 if x.dtype.itemsize >= 4 else F32
-    else:
-        acc_t = np.dtype(np.int64) if x.dtype != np.bool_ else x.dtype
+def _accumulator(dt: np.dtype, xp) -> np.dtype:
+    """The accumulator dtype of a sum/product of ``dt`` values: f32 for f16/bf16, the back end's
+    wide float (f64, or f32 where the device has none) for f32/f64, int64 for ints."""
+    if dt.kind == "f" or dt.name == "bfloat16":
+        return xp.wide_float if dt.itemsize >= 4 else F32
+    return dt if dt == np.bool_ else np.dtype(np.int64)
+
+
+def _fast_reduce(kind: str, x, dims: tuple, init, t: TensorType, acc_t, xp=NP):
+    """The reduction of ``x`` over ``dims`` combined with ``init``, as type ``t`` (arrays of back
+    end ``xp``; ``acc_t`` from :func:`_accumulator`)."""
     if kind == "sum":
-        v = np.add.reduce(x, axis=dims, dtype=acc_t) + init.astype(acc_t)
+        v = xp.add(xp.reduce("sum", x, dims, acc_t), xp.astype(init, acc_t))
     elif kind == "prod":
-        v = np.multiply.reduce(x, axis=dims, dtype=acc_t) * init.astype(acc_t)
-    elif kind == "max":
-        v = np.maximum(np.maximum.reduce(x, axis=dims), init)
-    elif kind == "min":
-        v = np.minimum(np.minimum.reduce(x, axis=dims), init)
-    elif kind == "nanmax":
-        v = np.fmax(np.fmax.reduce(x, axis=dims), init)
-    elif kind == "nanmin":
-        v = np.fmin(np.fmin.reduce(x, axis=dims), init)
-    elif kind == "and":
-        v = np.bitwise_and.reduce(x, axis=dims) & init
-    elif kind == "or":
-        v = np.bitwise_or.reduce(x, axis=dims) | init
+        v = xp.multiply(xp.reduce("prod", x, dims, acc_t), xp.astype(init, acc_t))
     else:
-        v = np.bitwise_xor.reduce(x, axis=dims) ^ init
-    return np.asarray(v).astype(dt, copy=False)
+        combine = {"max": xp.maximum, "min": xp.minimum, "nanmax": xp.fmax, "nanmin": xp.fmin,
+                   "and": _and, "or": _or, "xor": _xor}[kind]
+        v = combine(xp.reduce(kind, x, dims), init)
+    return coerce(v, t, xp)
+
+
+def _and(a, b):
+    return a & b
+
+
+def _or(a, b):
+    return a | b
+
+
+def _xor(a, b):
+    return a ^ b
 
 
 @register("linalg.reduce")
@@ -130,9 +152,12 @@ def build_reduce(c, op):
     if combiner is not None and len(ins) == 1:
         kind = _REDUCERS[combiner][0]
         ix, iinit, ir = c.slot(ins[0]), c.slot(outs[0]), c.slot(r)
+        xp = c.xp
+        acc_t = _accumulator(ins[0].type.dtype, xp)
+        t = r.type
 
         def step(env):
-            env[ir] = _fast_reduce(kind, env[ix], dims, env[iinit], dt)
+            env[ir] = _fast_reduce(kind, env[ix], dims, env[iinit], t, acc_t, xp)
 
         return step
     # general body: sequential fold over the reduced positions, vectorised over the kept ones
@@ -147,20 +172,26 @@ def build_reduce(c, op):
     res_types = [v.type for v in op.results]
     from ..compile import run_steps
 
+    xp = c.xp
+
+    def as_array(v):
+        return v if xp.is_array(v) else xp.asarray(v)
+
     def step(env):
         xs = [env[s] for s in in_slots]
-        accs = [np.asarray(env[s]) for s in out_slots]
+        accs = [as_array(env[s]) for s in out_slots]
         shape = xs[0].shape
-        moved = [np.moveaxis(x, list(dims), list(range(len(dims)))) for x in xs]
+        moved = [xp.moveaxis(x, list(dims), list(range(len(dims)))) for x in xs]
         for pos in itertools.product(*[range(shape[d]) for d in dims]):
             for s, m in zip(arg_slots[:n_in], moved):
                 env[s] = m[pos]
             for s, a in zip(arg_slots[n_in:], accs):
                 env[s] = a
             run_steps(body, env)
-            accs = [np.asarray(env[s]) for s in yield_slots]
+            accs = [as_array(env[s]) for s in yield_slots]
         for s, a, t in zip(res_slots, accs, res_types):
-            env[s] = coerce(np.broadcast_to(a, t.shape) if a.shape != t.shape else a, t)
+            env[s] = coerce(xp.broadcast_to(a, t.shape) if tuple(a.shape) != tuple(t.shape)
+                            else a, t, xp)
 
     return step
 
@@ -183,10 +214,12 @@ def build_broadcast(c, op):
         expanded[d] = 1
     expanded = tuple(expanded)
     dt = r.type.dtype
+    xp = c.xp
+    empty, assign = xp.empty, xp.assign
 
     def step(env):
-        out = np.empty(shape, dtype=dt)
-        out[...] = env[ix].reshape(expanded)
+        out = empty(shape, dt)
+        assign(out, env[ix].reshape(expanded))
         env[ir] = out
 
     return step
@@ -198,9 +231,10 @@ def build_transpose(c, op):
     r = op.result
     perm = tuple(op.attrs["permutation"])
     ix, ir = c.slot(x), c.slot(r)
+    transpose = c.xp.transpose
 
     def step(env):
-        env[ir] = np.transpose(env[ix], perm)
+        env[ir] = transpose(env[ix], perm)
 
     return step
 
@@ -214,16 +248,17 @@ def build_fill(c, op):
         c.set_const(r, np.full(t.shape, c.const(s), dtype=t.dtype))
         return None
     is_, ir, iinit = c.slot(s), c.slot(r), c.slot(init)
+    full = c.xp.full
 
     def step(env):
-        env[ir] = np.full(env[iinit].shape, env[is_], dtype=t.dtype)
+        env[ir] = full(env[iinit].shape, env[is_], t.dtype)
 
     return step
 
 
 _NAMED = {
-    "linalg.add": np.add, "linalg.sub": np.subtract, "linalg.mul": np.multiply,
-    "linalg.div": np.divide, "linalg.max": np.maximum, "linalg.min": np.minimum,
+    "linalg.add": "add", "linalg.sub": "subtract", "linalg.mul": "multiply",
+    "linalg.div": "divide", "linalg.max": "maximum", "linalg.min": "minimum",
 }
 
 
@@ -235,19 +270,22 @@ def build_named(c, op):
     dt = t.dtype
     slots = [c.slot(v) for v in ins]
     ir = c.slot(r)
+    xp = c.xp
+    astype = xp.astype
     if op.name == "linalg.copy":
         (i0,) = slots
 
         def step(env):
-            env[ir] = np.asarray(env[i0]).astype(dt, copy=False)
+            env[ir] = coerce(env[i0], t, xp)
         return step
     if op.name == "linalg.exp":
         (i0,) = slots
+        exp, wide = xp.exp, _wide_of(xp)
 
         def step(env):
-            env[ir] = np.exp(_wide(env[i0])).astype(dt)
+            env[ir] = astype(exp(wide(env[i0])), dt)
         return step
-    fn = _NAMED[op.name]
+    fn = getattr(xp, _NAMED[op.name])
     i0, i1 = slots
     if dt == np.float16 and op.name in ("linalg.add", "linalg.sub", "linalg.mul", "linalg.div"):
         base = fn
@@ -255,17 +293,17 @@ def build_named(c, op):
         def fn(a, b):  # f32 then one rounding: the exact f16 result (see ops/arith.py)
             return base(a, b, dtype=F32)
     if dt.kind in "iu":
-        fn = {"linalg.div": lambda a, b: _INT_BINARY["arith.divsi"](a, b)}.get(op.name, fn)
+        fn = {"linalg.div": _INT_BINARY["arith.divsi"](xp)}.get(op.name, fn)
 
     def step(env):
-        env[ir] = fn(env[i0], env[i1]).astype(dt, copy=False)
+        env[ir] = astype(fn(env[i0], env[i1]), dt)
 
     return step
 
 
 # -- generic ----------------------------------------------------------------------------------
 
-def _operand_view(arr: np.ndarray, amap, n_loops: int) -> np.ndarray:
+def _operand_view(arr, amap, n_loops: int, xp=NP):
     """``arr`` re-indexed by loop coordinates: an array broadcastable to the loop space."""
     perm = []
     ok = True
@@ -276,7 +314,8 @@ def _operand_view(arr: np.ndarray, amap, n_loops: int) -> np.ndarray:
         perm.append(e[1])
     if ok and len(set(perm)) == len(perm):
         order = np.argsort(perm)
-        v = np.transpose(arr, order) if list(order) != list(range(len(order))) else arr
+        v = xp.transpose(arr, tuple(int(o) for o in order)) \
+            if list(order) != list(range(len(order))) else arr
         shape = [1] * n_loops
         for k, d in enumerate(sorted(perm)):
             shape[d] = v.shape[k]
@@ -323,22 +362,34 @@ def build_generic(c, op):
     out_maps = maps[n_in:]
     from ..compile import run_steps
 
+    xp = c.xp
+    env_aranges = [xp.from_const(a) for a in aranges]  # loop indices as the back end's arrays
+    gathers: dict = {}
+
+    def as_array(v):
+        return v if xp.is_array(v) else xp.asarray(v)
+
     def gather(arr, m):
-        v = _operand_view(np.asarray(arr), m, n)
+        arr = as_array(arr)
+        v = _operand_view(arr, m, n, xp)
         if v is not None:
             return v
-        coords = m.evaluator()(*[aranges[k] for k in range(n)])
-        return np.asarray(arr)[tuple(np.broadcast_to(x, full) for x in coords)]
+        coords = gathers.get(id(m))
+        if coords is None:  # the map's coordinates depend on the static extents only
+            coords = gathers[id(m)] = tuple(
+                xp.from_const(np.ascontiguousarray(np.broadcast_to(x, full)))
+                for x in m.evaluator()(*[aranges[k] for k in range(n)]))
+        return arr[coords]
 
     def scatter_back(val, m, t):
         """A loop-space value (reduction axes of size 1) -> the output tensor."""
-        val = np.broadcast_to(np.asarray(val), tuple(1 if k in red else extents[k]
-                                                     for k in range(n)))
+        val = xp.broadcast_to(as_array(val), tuple(1 if k in red else extents[k]
+                                                   for k in range(n)))
         perm = [e[1] for e in m.results]
         val = val.reshape([extents[k] for k in range(n) if k not in red]) if red else val
         kept = [k for k in range(n) if k not in red]
         order = [kept.index(d) for d in perm]
-        return coerce(np.transpose(val, order), t)
+        return coerce(xp.transpose(val, order), t, xp)
 
     def step(env):
         views = [gather(env[s], m) for s, m in zip(in_slots, maps)]
@@ -347,17 +398,17 @@ def build_generic(c, op):
                 env[s] = v
             for s, o, m in zip(arg_slots[n_in:], out_slots, out_maps):
                 env[s] = gather(env[o], m)
-            for s, a in zip(index_slots, aranges):
+            for s, a in zip(index_slots, env_aranges):
                 env[s] = a
             run_steps(body, env)
             for s, y, m, t in zip(res_slots, yield_slots, out_maps, res_types):
                 env[s] = scatter_back(env[y], m, t)
             return
-        views = [np.broadcast_to(v, full) for v in views]
+        views = [xp.broadcast_to(v, full) for v in views]
         accs = [gather(env[o], m) for o, m in zip(out_slots, out_maps)]
         for k in range(n):
             if k not in red:
-                env[index_slots[k]] = aranges[k]
+                env[index_slots[k]] = env_aranges[k]
         for pos in itertools.product(*[range(extents[k]) for k in red]):
             idx = [slice(None)] * n
             for k, p in zip(red, pos):

@@ -13,17 +13,35 @@ import numpy as np
 
 from ..ir import TensorType
 from . import register
-from .arith import coerce, make_unary
+from .arith import NP, coerce, make_unary
 
-_F32 = np.float32
+_F32 = np.dtype(np.float32)
+
+
+def _narrow_float(dt) -> bool:
+    return dt.itemsize < 4 and dt.kind == "f" or dt.name == "bfloat16"
 
 
 def _wide(x):
     """Widen f16/bf16 values to f32 (f32/f64 stay as they are)."""
     arr = np.asarray(x)
-    if arr.dtype.itemsize < 4 and arr.dtype.kind == "f" or arr.dtype.name == "bfloat16":
+    if _narrow_float(arr.dtype):
         return arr.astype(_F32)
     return arr
+
+
+def _wide_of(xp):
+    """:func:`_wide` for back end ``xp`` (its tensors are widened there, other values on the
+    host)."""
+    if isinstance(xp, type(NP)):
+        return _wide
+    is_arr, astype = xp.is_array, xp.astype
+
+    def wide(x):
+        if not is_arr(x):
+            return _wide(x)
+        return astype(x, _F32) if x.dtype.itemsize < 4 and x.dtype.is_floating_point else x
+    return wide
 
 
 def _erf(x):
@@ -35,31 +53,48 @@ def _erf(x):
         return np.vectorize(_pymath.erf, otypes=[np.float64])(x)
 
 
+def _erf_of(xp):
+    if isinstance(xp, type(NP)):
+        return _erf
+    return lambda x: xp.asarray(_erf(xp.to_host(x))) if xp.is_array(x) else _erf(x)
+
+
+# name -> (back end -> function of widened values)
 _UNARY = {
-    "math.exp": np.exp, "math.exp2": np.exp2, "math.log": np.log, "math.log2": np.log2,
-    "math.log10": np.log10, "math.log1p": np.log1p, "math.sqrt": np.sqrt,
-    "math.rsqrt": lambda x: 1.0 / np.sqrt(x), "math.tanh": np.tanh, "math.sin": np.sin,
-    "math.cos": np.cos, "math.erf": _erf, "math.absf": np.abs, "math.absi": np.abs,
-    "math.ceil": np.ceil, "math.floor": np.floor, "math.round": lambda x: np.where(
-        x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5)),
+    "math.exp": lambda xp: xp.exp, "math.exp2": lambda xp: xp.exp2,
+    "math.log": lambda xp: xp.log, "math.log2": lambda xp: xp.log2,
+    "math.log10": lambda xp: xp.log10, "math.log1p": lambda xp: xp.log1p,
+    "math.sqrt": lambda xp: xp.sqrt,
+    "math.rsqrt": lambda xp: (lambda x, sqrt=xp.sqrt, div=xp.divide: div(1.0, sqrt(x))),
+    "math.tanh": lambda xp: xp.tanh, "math.sin": lambda xp: xp.sin, "math.cos": lambda xp: xp.cos,
+    "math.erf": _erf_of, "math.absf": lambda xp: xp.abs, "math.absi": lambda xp: xp.abs,
+    "math.ceil": lambda xp: xp.ceil, "math.floor": lambda xp: xp.floor,
+    "math.round": lambda xp: (lambda x: xp.where(x >= 0, xp.floor(x + 0.5), xp.ceil(x - 0.5))),
 }
 
 
 @register(*_UNARY)
 def build_unary(c, op):
-    fn = _UNARY[op.name]
+    fn_of = _UNARY[op.name]
     t = op.result.type
     dt = t.dtype
 
     if op.name == "math.absi":
-        return make_unary(c, op, np.abs)
+        return make_unary(c, op, fn_of)
 
-    def apply(x):
-        r = fn(_wide(x))
-        return r.astype(dt, copy=False) if isinstance(r, np.ndarray) and r.ndim else \
-            (coerce(r, t) if not isinstance(t, TensorType) else np.asarray(r, dt))
+    def apply_of(xp):
+        fn, wide, is_arr, astype = fn_of(xp), _wide_of(xp), xp.is_array, xp.astype
 
-    return make_unary(c, op, apply)
+        def apply(x):
+            r = fn(wide(x))
+            if is_arr(r) and r.ndim:
+                return astype(r, dt)
+            if isinstance(t, TensorType):
+                return coerce(r, t, xp)
+            return coerce(r, t)
+        return apply
+
+    return make_unary(c, op, apply_of)
 
 
 @register("math.fma")
@@ -68,12 +103,18 @@ def build_fma(c, op):
     r = op.result
     t = r.type
     ia, ib, idd, ir = c.slot(a), c.slot(b), c.slot(d), c.slot(r)
+    xp = c.xp
+    wide = xp.wide_float  # f64 (f32 on a device without f64)
 
     def step(env):
         # f64 holds the exact product of two f32 values, so a*b+c rounds (nearly) once
-        v = np.asarray(env[ia], np.float64) * np.asarray(env[ib], np.float64) + np.asarray(
-            env[idd], np.float64)
-        env[ir] = coerce(v, t)
+        x, y, z = env[ia], env[ib], env[idd]
+        if not (xp.is_array(x) or xp.is_array(y) or xp.is_array(z)):
+            v = np.asarray(x, np.float64) * np.asarray(y, np.float64) + np.asarray(z, np.float64)
+            env[ir] = coerce(v, t)
+            return
+        v = xp.add(xp.multiply(x, y, dtype=wide), z, dtype=wide)
+        env[ir] = coerce(v, t, xp)
 
     return step
 
@@ -84,8 +125,10 @@ def build_powf(c, op):
     r = op.result
     t = r.type
     ia, ib, ir = c.slot(a), c.slot(b), c.slot(r)
+    xp = c.xp
+    wide = _wide_of(xp)
 
     def step(env):
-        env[ir] = coerce(np.power(_wide(env[ia]), _wide(env[ib])), t)
+        env[ir] = coerce(xp.power(wide(env[ia]), wide(env[ib])), t, xp)
 
     return step

@@ -151,7 +151,7 @@ def _k_dim(c, tile_op, iv) -> int | None:
 
 
 def _try_batched_gemm_loop(c, op):
-    from ..backends.f16_chain import chain_add_f16, torch_available
+    from ..backends.f16_chain import chain_add_f16, chain_add_f16_tensors, torch_available
     from .ktdp import Tile, _anchor_fn, load_f32, load_tile
     from .linalg import _is_zero_const
 
@@ -215,16 +215,26 @@ def _try_batched_gemm_loop(c, op):
     # torch's half add beats numpy's f32 round trip from ~128 elements on (measured: 9 trips x
     # 192: 31 vs 40 us; 9 x 576: 33 vs 74 us; 9 x 64: 30 vs 27 us)
     chain_on_torch = torch_available() and acc_elems >= 128
+    xp = c.xp
+    matmul, astype, contiguous, transpose = xp.matmul, xp.astype, xp.ascontiguousarray, \
+        xp.transpose
+    if xp.name != "numpy":  # tensors already live in torch: the chain runs there
+        def chain(total, parts):
+            return chain_add_f16_tensors(total, parts)
+    else:
+        def chain(total, parts):
+            return chain_add_f16(total, parts, chain_on_torch)
+    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
     if acc.type.elem == "f16":
         def add(x, y):  # exactly rounded f16 sum, computed in f32 (see ops/arith.py)
-            return np.add(x, y, dtype=np.float32).astype(np.float16)
+            return astype(xp.add(x, y, dtype=f32), f16)
     else:
-        add = np.add
+        add = xp.add
 
     def trip_major(b):
         """[N, T*KB] -> contiguous [T, N, KB] (transpose_b) or [T*KB, N] -> [T, KB, N]."""
         if transpose_b:
-            return np.ascontiguousarray(b.reshape(b.shape[0], trips, step_k).transpose(1, 0, 2))
+            return contiguous(transpose(b.reshape(b.shape[0], trips, step_k), (1, 0, 2)))
         return b.reshape(trips, step_k, b.shape[1])
 
     layout = (("k-batched", trips, step_k, transpose_b), trip_major)
@@ -233,16 +243,16 @@ def _try_batched_gemm_loop(c, op):
         env[iv_slot] = lb_value  # anchors of the first trip
         A = load_tile(Tile(env[a_base], a_lo(env), a_ext, None, None, a_ext))
         if A.dtype.itemsize < 4:
-            A = A.astype(np.float32)
+            A = astype(A, f32)
         tile_b = Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext)
         if b_elem in widen:
             B3 = load_f32(machine, tile_b, layout)
         else:
-            B3 = trip_major(load_tile(tile_b).astype(np.float32, copy=False))
+            B3 = trip_major(astype(load_tile(tile_b), f32))
         m = A.shape[0]
-        A3 = np.ascontiguousarray(A.reshape(m, trips, step_k).transpose(1, 0, 2))
+        A3 = contiguous(transpose(A.reshape(m, trips, step_k), (1, 0, 2)))
         if transpose_b:
-            B3 = B3.transpose(0, 2, 1)
+            B3 = transpose(B3, (0, 2, 1))
         total = env[init_slot]
         small = m * B3.shape[2] <= 16384
         if f16_path:
@@ -250,13 +260,13 @@ def _try_batched_gemm_loop(c, op):
             # memory), then the sequential f16 chain on the fastest back end (bit-identical)
             for t0 in range(0, trips, chunk_trips):
                 t1 = min(trips, t0 + chunk_trips)
-                total = chain_add_f16(total, np.matmul(A3[t0:t1], B3[t0:t1]), chain_on_torch)
+                total = chain(total, matmul(A3[t0:t1], B3[t0:t1]))
         elif small:  # one batched matmul for all trips (Python overhead dominates)
-            for p in np.matmul(A3, B3).astype(part_dt):
+            for p in astype(matmul(A3, B3), part_dt):
                 total = add(total, p)
         else:
             for t in range(trips):
-                total = add(total, np.matmul(A3[t], B3[t]).astype(part_dt))
+                total = add(total, astype(matmul(A3[t], B3[t]), part_dt))
         env[res_slot] = total
 
     step.op = op

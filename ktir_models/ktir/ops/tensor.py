@@ -33,9 +33,10 @@ def build_empty(c, op):
         return None
     shape_of = _static_shape(c, op, t, [c.slot(v) for v in op.operands])
     ir = c.slot(op.result)
+    zeros = c.xp.zeros
 
     def step(env):
-        env[ir] = np.zeros(shape_of(env), dtype=t.dtype)
+        env[ir] = zeros(shape_of(env), t.dtype)
 
     return step
 
@@ -50,15 +51,17 @@ def build_splat(c, op):
         c.set_const(op.result, np.full(t.shape, c.const(s), dtype=dt))
         return None
     is_, ir = c.slot(s), c.slot(op.result)
+    xp = c.xp
+    full = xp.full
     if t.is_static and (t.num_elements or 0) <= 65536:
         shape = tuple(t.shape)
 
         def step(env):  # small: a filled array is cheaper than a broadcast view
-            env[ir] = np.full(shape, env[is_], dtype=dt)
+            env[ir] = full(shape, env[is_], dt)
         return step
 
     def step(env):
-        env[ir] = np.broadcast_to(np.asarray(env[is_], dtype=dt), shape_of(env))
+        env[ir] = xp.broadcast_to(xp.asarray(env[is_], dt), shape_of(env))
 
     return step
 
@@ -71,15 +74,16 @@ def build_extract(c, op):
     t = r.type
     isrc, ir = c.slot(src), c.slot(r)
     idx_slots = [c.slot(v) for v in idx]
+    item = c.xp.item
     if all(c.is_const(v) for v in idx):
         pos = tuple(int(c.const(v)) for v in idx)
 
         def step(env):
-            env[ir] = to_scalar(env[isrc][pos], t)
+            env[ir] = to_scalar(item(env[isrc][pos]), t)
         return step
 
     def step(env):
-        env[ir] = to_scalar(env[isrc][tuple(int(env[s]) for s in idx_slots)], t)
+        env[ir] = to_scalar(item(env[isrc][tuple(int(env[s]) for s in idx_slots)]), t)
 
     return step
 
@@ -95,8 +99,10 @@ def build_reshape(c, op):
         c.set_const(op.result, np.reshape(c.const(src), t.shape))
         return None
 
+    reshape = c.xp.reshape
+
     def step(env):
-        env[ir] = np.reshape(env[isrc], shape_of(env))
+        env[ir] = reshape(env[isrc], shape_of(env))
 
     return step
 
@@ -147,11 +153,12 @@ def build_insert_slice(c, op):
     src, dst = op.operands[:2]
     spec = _slice_spec(c, op)
     isrc, idst, ir = c.slot(src), c.slot(dst), c.slot(op.result)
+    xp = c.xp
 
     def step(env):
-        d = np.array(env[idst])  # a fresh copy: tensors are immutable values
+        d = xp.copy(env[idst])  # a fresh copy: tensors are immutable values
         sl, sizes = spec(env)
-        d[sl] = np.reshape(env[isrc], sizes)
+        xp.assign(d[sl], xp.reshape(env[isrc], sizes))
         env[ir] = d
 
     return step
@@ -162,9 +169,10 @@ def build_from_elements(c, op):
     t = op.result.type
     slots = [c.slot(v) for v in op.operands]
     ir = c.slot(op.result)
+    xp = c.xp
 
-    def step(env):
-        env[ir] = np.array([env[s] for s in slots], dtype=t.dtype).reshape(t.shape)
+    def step(env):  # the elements are host scalars; the tensor goes to the back end
+        env[ir] = xp.from_const(np.array([env[s] for s in slots], dtype=t.dtype).reshape(t.shape))
 
     return step
 
@@ -189,10 +197,14 @@ def build_generate(c, op):
     ir = c.slot(op.result)
     from ..compile import run_steps
 
+    xp = c.xp
+    env_aranges = [xp.from_const(a) for a in aranges]
+
     def step(env):
-        for s, a in zip(arg_slots, aranges):
+        for s, a in zip(arg_slots, env_aranges):
             env[s] = a
         run_steps(body, env)
-        env[ir] = coerce(np.broadcast_to(np.asarray(env[y]), t.shape), t)
+        v = env[y]
+        env[ir] = coerce(xp.broadcast_to(v if xp.is_array(v) else xp.asarray(v), t.shape), t, xp)
 
     return step
