@@ -370,3 +370,20 @@ def test_benchmark_unavailable_device_is_one_line(tmp_path):
                "--backend", "numpy", "--device", "mps"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     one_line_error(done, "--backend numpy", "cpu only")
+
+
+# ---------------------------------------------------------------------------- diagnose
+
+def test_diagnose_on_torch_cpu_finds_every_node_in_band():
+    pytest.importorskip("transformers")
+    r = cli("diagnose", str(TINY_MHA), "--program", str(PREFILL7), "--weights", str(TINY_MHA),
+            "--backend", "torch", "--device", "cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "24 compared with transformers" in r.stdout
+    assert "every compared node is within its f16 band" in r.stdout
+
+
+def test_diagnose_checks_need_the_numpy_backend():
+    r = cli("diagnose", str(TINY_MHA), "--program", str(PREFILL7), "--weights", str(TINY_MHA),
+            "--backend", "torch", "--device", "cpu", "--checks", timeout=120)
+    one_line_error(r, "--checks", "numpy back end only")
