@@ -62,11 +62,12 @@ class Deviation:
     elements: int
     differing: int
     max_abs: float
-    max_ulps: float  # max |a - b| / ulp_f16(max(|a|, |b|)); 0 when identical
+    max_ulps: float  # max |a - b| / ulp_f16(the element's scale); 0 when identical
+    max_own_ulps: float  # max |a - b| / ulp_f16(max(|a|, |b|)): ulps of the element itself
 
     def __str__(self) -> str:
-        return (f"{self.differing}/{self.elements} elements differ, max |diff| {self.max_abs:.3g} "
-                f"= {self.max_ulps:g} f16 ulp")
+        return (f"{self.differing}/{self.elements} elements differ, max |diff| {self.max_abs:.3g}"
+                f" = {self.max_ulps:g} f16 ulp of the scale, {self.max_own_ulps:g} ulp of the element")
 
 
 def ulp_f16(x: np.ndarray) -> np.ndarray:
