@@ -60,6 +60,29 @@ def run_steps(steps, env) -> None:
                              core=ctx.core) from None
 
 
+def run_lockstep(steps, envs) -> None:
+    """Run a grid of independent cores step by step: each top-level step for every core before
+    the next step. A step with a ``batched(envs)`` method (the batched K-loop, ops/scf.py) runs
+    all cores in one call. Cores of a function without inter-tile ops share nothing but HBM, and
+    a program whose result depends on how their accesses interleave is racy on the hardware too,
+    so this order is as valid as core after core. A fault is reported for the first core (in
+    core order) that raises it."""
+    for step in steps:
+        batched = getattr(step, "batched", None)
+        if batched is not None:
+            try:
+                batched(envs)
+                continue
+            except Exception as exc:  # noqa: BLE001 - rerun core by core to locate the fault
+                for env in envs:
+                    run_steps((step,), env)
+                # every core ran on its own: the batched form itself is wrong, never hide that
+                raise RuntimeError(f"internal error: the batched form of {step.op.name} failed "
+                                   f"where the per-core steps succeed: {exc!r}") from exc
+        for env in envs:
+            run_steps((step,), env)
+
+
 class Compiler:
     """State while compiling one function: value -> slot map and folded constants."""
 
@@ -288,6 +311,8 @@ class Plan:
         with np.errstate(all="ignore"):
             if self.inter_tile and n > 1:
                 _run_threads(c.steps, envs, exchange)
+            elif n > 1 and machine.grid_batching:
+                run_lockstep(c.steps, envs)
             else:
                 for env in envs:
                     run_steps(c.steps, env)

@@ -269,12 +269,15 @@ class Machine:
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
-                 backend="numpy", device: str = "auto"):
+                 backend="numpy", device: str = "auto", grid_batching: bool = True):
         if isinstance(backend, str):
             from .backends import make_backend
 
             backend = make_backend(backend, device)
         self.backend = backend
+        # run multi-core grids in lock step, batching steps that support it across cores
+        # (compile.run_lockstep); False runs core after core (the plain plan)
+        self.grid_batching = bool(grid_batching)
         if num_cores < 1 or num_cores > MAX_CORES:
             raise UserError(f"num_cores must be 1..{MAX_CORES}, got {num_cores}")
         if isinstance(address_unit, str):

@@ -76,11 +76,11 @@ def test_chain_add_f16_does_not_modify_its_inputs():
 
 # ------------------------------------------------------------------------------- corpus nodes
 
-def _smollm2_dir():
+def _smollm2_dir(fixture: str = "smollm2-135m"):
     reason = corpus_missing_reason()
     if reason is not None:
         pytest.skip(reason)
-    return corpus_path() / "scratchy" / "smollm2-135m"
+    return corpus_path() / "scratchy" / fixture
 
 
 def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, monkeypatch):
@@ -90,7 +90,7 @@ def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool,
         if not batched:
             patch.setattr(scf, "_try_batched_gemm_loop", lambda c, op: None)
         fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
-        machine = ktir.Machine()
+        machine = ktir.Machine(grid_batching=batched)  # plain: core after core, per-trip loop
         addresses, outputs = {}, {}
         for a in node["args"]:
             rows, cols = tensors[a["tensor"]]
@@ -104,10 +104,15 @@ def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool,
         return {name: buf.read() for name, buf in outputs.items()}
 
 
-# q_proj (576 -> 576), gate (576 -> 1536), down (1536 -> 576), lm_head (576 -> 49152, 288 trips)
-@pytest.mark.parametrize("index", [1, 11, 13, 451])
-def test_corpus_gemm_node_fast_path_is_bit_identical(index, monkeypatch):
-    directory = _smollm2_dir()
+# q_proj (576 -> 576), gate (576 -> 1536), down (1536 -> 576), lm_head (576 -> 49152, 288 trips);
+# in the prefill program each of 32 cores computes one row (the grid-batched K-loop stacks them)
+@pytest.mark.parametrize("fixture,index", [
+    ("smollm2-135m", 1), ("smollm2-135m", 11), ("smollm2-135m", 13), ("smollm2-135m", 451),
+    ("smollm2-135m-prefill", 1), ("smollm2-135m-prefill", 2), ("smollm2-135m-prefill", 13),
+    pytest.param("smollm2-135m-prefill", 451, marks=pytest.mark.slow),
+])
+def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, monkeypatch):
+    directory = _smollm2_dir(fixture)
     manifest = json.loads((directory / "manifest.json").read_text())
     tensors = {t["id"]: (t["rows"], t["cols"]) for t in manifest["tensors"]}
     node = manifest["nodes"][index]

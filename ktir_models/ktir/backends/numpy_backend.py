@@ -94,7 +94,7 @@ class NumpyBackend:
 
     @staticmethod
     def stack(xs):
-        return np.array(xs)
+        return np.stack(xs)
 
     @staticmethod
     def is_array(x) -> bool:

@@ -143,29 +143,49 @@ class TorchBackend:
         return np.asarray(x).view(dtype)
 
     # -- elementwise --------------------------------------------------------------------------
+    def np_dtype(self, tdtype) -> np.dtype:
+        """The numpy dtype of a torch dtype."""
+        for name, t in self._dt.items():
+            if t == tdtype:
+                if name == "bfloat16":
+                    import ml_dtypes
+
+                    return np.dtype(ml_dtypes.bfloat16)
+                return np.dtype(name)
+        raise NotImplementedError(f"no numpy dtype for {tdtype}")
+
+    def _host_scalar(self, s, td, device):
+        """A host scalar (Python or numpy) as a 0-d tensor of torch dtype ``td``."""
+        return torch.tensor(s.item() if isinstance(s, (np.generic, np.ndarray)) else s,
+                            dtype=td, device=device)
+
     def _binary(self, tfn, nfn):
         def fn(a, b, dtype=None):
-            if not (isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)):
+            ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+            if not (ta or tb):
                 return nfn(a, b) if dtype is None else nfn(a, b, dtype=dtype)
-            a, b = self._t(a), self._t(b)
-            if not isinstance(a, torch.Tensor):
-                a = self._scalar_like(a, b)
-            elif not isinstance(b, torch.Tensor):
-                b = self._scalar_like(b, a)
-            if dtype is not None:
+            if isinstance(a, np.ndarray) and a.ndim:
+                a, ta = self.asarray(a), True
+            if isinstance(b, np.ndarray) and b.ndim:
+                b, tb = self.asarray(b), True
+            if dtype is not None:  # numpy: every operand converted straight to ``dtype``
                 td = self.tdtype(dtype)
-                a = a.to(td) if isinstance(a, torch.Tensor) else a
-                b = b.to(td) if isinstance(b, torch.Tensor) else b
-            return tfn(a, b)
+                dev = (a if ta else b).device
+                a = a.to(td) if ta else self._host_scalar(a, td, dev)
+                b = b.to(td) if tb else self._host_scalar(b, td, dev)
+                return tfn(a, b)
+            if ta and tb:
+                return tfn(a, b)
+            # a tensor and a host scalar: numpy's promotion (NEP 50: a Python scalar is weak,
+            # a numpy scalar keeps its dtype), then both operands in that dtype
+            t, s = (a, b) if ta else (b, a)
+            rt = np.result_type(self.np_dtype(t.dtype), s)
+            td = self.tdtype(rt)
+            st = self._host_scalar(s, td, t.device)
+            t = t.to(td)
+            return tfn(t, st) if ta else tfn(st, t)
 
         return fn
-
-    def _scalar_like(self, s, t):
-        """A Python scalar as a 0-d tensor of tensor ``t``'s dtype (torch.maximum and friends take
-        tensors only). A 0-d operand never changes the result dtype, so this is numpy's result."""
-        if isinstance(s, float) and not (t.dtype.is_floating_point or t.dtype.is_complex):
-            return torch.tensor(s, device=t.device)
-        return torch.tensor(s, dtype=t.dtype, device=t.device)
 
     def _unary(self, tfn, nfn):
         def fn(x):
@@ -212,9 +232,7 @@ class TorchBackend:
 
     def broadcast_to(self, x, shape):
         if not isinstance(x, torch.Tensor):
-            x = self._t(np.asarray(x))
-            if not isinstance(x, torch.Tensor):
-                x = torch.tensor(x, device=self.tdevice)
+            x = self.asarray(np.asarray(x))  # a numpy scalar keeps its dtype
         return torch.broadcast_to(x, tuple(shape))
 
     def moveaxis(self, x, src, dst):
@@ -241,6 +259,9 @@ class TorchBackend:
 
     def empty(self, shape, dtype):
         return torch.empty(tuple(shape), dtype=self.tdtype(dtype), device=self.tdevice)
+
+    def stack(self, xs):
+        return torch.stack([self._t(x) if not isinstance(x, torch.Tensor) else x for x in xs])
 
     def arange(self, n: int):
         return torch.arange(n, dtype=torch.int64, device=self.tdevice)

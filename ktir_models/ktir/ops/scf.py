@@ -242,7 +242,8 @@ def _try_batched_gemm_loop(c, op):
 
     layout = (("k-batched", trips, step_k, transpose_b), trip_major)
 
-    def step(env):
+    def operands(env):
+        """This core's A as [T, m, KB] and B as [T, KB, N] (f32; B from the f32 cache)."""
         env[iv_slot] = lb_value  # anchors of the first trip
         A = load_tile(Tile(env[a_base], a_lo(env), a_ext, None, None, a_ext))
         if A.dtype.itemsize < 4:
@@ -256,8 +257,12 @@ def _try_batched_gemm_loop(c, op):
         A3 = contiguous(transpose(A.reshape(m, trips, step_k), (1, 0, 2)))
         if transpose_b:
             B3 = transpose(B3, (0, 2, 1))
+        return A3, B3
+
+    def step(env):
+        A3, B3 = operands(env)
         total = env[init_slot]
-        small = m * B3.shape[2] <= 16384
+        small = A3.shape[1] * B3.shape[2] <= 16384
         if f16_path:
             # f16 partials into an f16 accumulator: batched f32 partials (trip chunks bound the
             # memory), then the sequential f16 chain on the fastest back end (bit-identical)
@@ -272,5 +277,31 @@ def _try_batched_gemm_loop(c, op):
                 total = add(total, astype(matmul(A3[t], B3[t]), part_dt))
         env[res_slot] = total
 
+    def batched(envs):
+        """Every core of the grid at once (the lock-step run of compile.py). Cores that share a
+        B (the same cached f32 array) get their partials from one stacked matmul, which makes
+        the same per-(core, trip) BLAS calls as :func:`step`; then one f16 chain runs over all
+        cores' accumulators together (it is elementwise, so this is each core's chain)."""
+        if not f16_path:
+            for env in envs:
+                step(env)
+            return
+        loaded = [operands(env) for env in envs]
+        groups: dict = {}
+        for k, (_, B3) in enumerate(loaded):
+            groups.setdefault(id(B3), []).append(k)
+        totals = xp.stack([env[init_slot] for env in envs])  # [C, m, N]
+        for t0 in range(0, trips, max(1, chunk_trips // len(envs))):
+            t1 = min(trips, t0 + max(1, chunk_trips // len(envs)))
+            if len(groups) == 1:
+                A4 = xp.stack([A3[t0:t1] for A3, _ in loaded])  # [C, t, m, KB]
+                parts = matmul(A4, loaded[0][1][t0:t1])  # [C, t, m, N]
+            else:
+                parts = xp.stack([matmul(A3[t0:t1], B3[t0:t1]) for A3, B3 in loaded])
+            totals = chain(totals, xp.moveaxis(parts, [0], [1]))  # trips first: [t, C, m, N]
+        for k, env in enumerate(envs):
+            env[res_slot] = totals[k]
+
+    step.batched = batched
     step.op = op
     return step
