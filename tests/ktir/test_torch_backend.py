@@ -127,7 +127,7 @@ def scale_of(manifest, node: dict, kind: str, inputs: dict, reference: np.ndarra
         # a score one ulp off changes a softmax weight by ~1 ulp relative: the row's output moves
         # by about an ulp of its largest element
         return np.abs(reference).max(axis=1, keepdims=True)
-    return np.maximum(np.abs(reference), 0)
+    return np.abs(reference)
 
 
 # --------------------------------------------------------------------------------------------
