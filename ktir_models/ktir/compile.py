@@ -244,6 +244,8 @@ class Plan:
         self._c = compiled
         self.lx_peak = lx_peak
         self.inter_tile = inter_tile
+        # lock step only pays when some top-level step has a batched form
+        self._batchable = any(hasattr(step, "batched") for step in compiled.steps)
         self._all_int_args = all(isinstance(a.type, ScalarType) and not a.type.is_float and
                                  a.type.name != "i1" for a in fn.args)
 
@@ -311,7 +313,7 @@ class Plan:
         with np.errstate(all="ignore"):
             if self.inter_tile and n > 1:
                 _run_threads(c.steps, envs, exchange)
-            elif n > 1 and machine.grid_batching:
+            elif n > 1 and machine.grid_batching and self._batchable:
                 run_lockstep(c.steps, envs)
             else:
                 for env in envs:

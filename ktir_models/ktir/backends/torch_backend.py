@@ -60,6 +60,7 @@ class TorchBackend:
         self.array_type = torch.Tensor
         self.wide_float = np.dtype(np.float32 if self.tdevice.type == "mps" else np.float64)
         self._dt = _dtype_table()
+        self._memo: dict = {}
         if self.tdevice.type == "cuda":
             # faithful f32 GEMMs: no TF32 and no reduced-precision reductions
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -71,11 +72,17 @@ class TorchBackend:
 
     # -- conversions --------------------------------------------------------------------------
     def tdtype(self, dtype):
-        dt = np.dtype(dtype)
-        try:
-            return self._dt[dt.name]
-        except KeyError:
-            raise NotImplementedError(f"the torch back end has no {dt.name} tensors") from None
+        """The torch dtype of a numpy dtype (or anything np.dtype accepts); memoised, since
+        steps ask on every call."""
+        t = self._memo.get(dtype)
+        if t is None:
+            dt = np.dtype(dtype)
+            try:
+                t = self._dt[dt.name]
+            except KeyError:
+                raise NotImplementedError(f"the torch back end has no {dt.name} tensors") from None
+            self._memo[dtype] = t
+        return t
 
     def _t(self, x):
         """A tensor operand stays; numpy arrays move to the device; scalars become Python."""
