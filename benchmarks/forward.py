@@ -14,7 +14,8 @@ passes is reported:
   written into their resident buffers), i.e. exactly what ``ktir-models forward`` times, on the
   emulator's array back end ``--backend``/``--device`` (default numpy on the cpu; the figures name
   it in ``backend``, ``device`` and ``backend_version``);
-* native: ``LlamaForCausalLM`` in float32 (eager attention, on the cpu) on the same tokens and positions; for a
+* native: ``LlamaForCausalLM`` in float32 (eager attention) on the same tokens and positions and
+  on the same device as the emulator's back end (the cpu for numpy); for a
   program with ``past > 0`` the prefix KV cache is computed once and a fresh copy of it (made
   outside the timer) is handed to every timed pass.
 
@@ -73,29 +74,39 @@ def time_passes(fn, repeat: int) -> list[float]:
     return seconds
 
 
-def native_pass_factory(ckpt, pass_):
-    """A function timing one native f32 forward of the pass (prefix cache prepared once)."""
+def native_pass_factory(ckpt, pass_, device: str = "cpu"):
+    """A function timing one native f32 forward of the pass on ``device`` (the emulator's torch
+    device, so a GPU run compares with native on the same GPU; prefix cache prepared once)."""
     import numpy as np
     import torch
 
     from ktir_models.model.golden import _cache_kwarg, _output_cache, load_transformers_model
 
-    model = load_transformers_model(ckpt)
-    ids = torch.as_tensor(np.asarray(pass_.token_ids, dtype=np.int64).reshape(1, -1))
-    positions = torch.as_tensor(np.asarray(pass_.positions, dtype=np.int64).reshape(1, -1))
+    model = load_transformers_model(ckpt).to(device)
+    ids = torch.as_tensor(np.asarray(pass_.token_ids, dtype=np.int64).reshape(1, -1), device=device)
+    positions = torch.as_tensor(np.asarray(pass_.positions, dtype=np.int64).reshape(1, -1), device=device)
     kwarg = _cache_kwarg(model)
     prefix_cache = None
     if pass_.past > 0:
-        prefix = torch.as_tensor(np.asarray(pass_.prefix_ids, dtype=np.int64).reshape(1, -1))
+        prefix = torch.as_tensor(np.asarray(pass_.prefix_ids, dtype=np.int64).reshape(1, -1), device=device)
         with torch.no_grad():
             prefix_cache = _output_cache(model(prefix, use_cache=True))
 
     state = {"cache": copy.deepcopy(prefix_cache)}
+    kind = torch.device(device).type
+
+    def sync() -> None:  # device work is asynchronous: wait for it inside the timer
+        if kind == "cuda":
+            torch.cuda.synchronize()
+        elif kind == "mps":
+            torch.mps.synchronize()
 
     def timed() -> float:
+        sync()
         start = time.perf_counter()
         with torch.no_grad():
             model(ids, position_ids=positions, use_cache=True, **{kwarg: state["cache"]})
+        sync()
         elapsed = time.perf_counter() - start
         state["cache"] = copy.deepcopy(prefix_cache)  # a fresh cache for the next pass, untimed
         return elapsed
@@ -163,7 +174,7 @@ def main() -> int:
     logits = runner.passes[-1].result
     emulator_rss = peak_rss_bytes()  # before the native model exists: the emulator's own peak
 
-    timed_native = native_pass_factory(ckpt, pass_)
+    timed_native = native_pass_factory(ckpt, pass_, backend.device)
     timed_native()  # warm-up
     native = [timed_native() for _ in range(args.repeat)]
     # Also one torch thread: on a machine shared with other jobs, torch's two OpenMP threads can
