@@ -145,27 +145,6 @@ def test_f16_multiply_overflow_and_underflow() -> None:
     assert np.isinf(n[:2]).all() and n[3] == 0 and n[4] == np.float16(2.0 ** -24)
 
 
-# Divergences from numpy found by these tests, kept visible as strict xfails (a fix turns them into
-# failures to remove the mark). None of them is reached by the ops on well-typed KTIR, where a
-# scalar operand has its tensor's element type (every scratchy node and ktir-examples kernel is
-# bit-identical or within tolerance, tests/ktir/test_torch_backend.py).
-SCALAR_DTYPE_BUG = (
-    "TorchBackend._binary/_scalar_like turn a numpy scalar into a 0-d tensor of the OTHER "
-    "operand's dtype; numpy 2 (NEP 50) promotes a numpy scalar of a wider dtype (f16 tensor + "
-    "np.float32 -> f32; int32 tensor + np.int64 -> int64); only Python scalars are weak")
-SCALAR_ROUNDING_BUG = (
-    "TorchBackend._binary with dtype=: the scalar is first rounded to the tensor's dtype "
-    "(_scalar_like), then widened to dtype; numpy converts it straight to dtype "
-    "(f16 tensor + 0.1, dtype=f32: torch adds f32(f16(0.1)), numpy f32(0.1))")
-BROADCAST_SCALAR_BUG = (
-    "TorchBackend.broadcast_to of a numpy scalar goes through a Python float, so torch.tensor "
-    "makes it float32 (np.float16(2.5) -> f32 tensor; numpy keeps float16)")
-
-
-def _known(reason: str):
-    return pytest.mark.xfail(strict=True, reason=reason)
-
-
 # --------------------------------------------------------------------------------------------
 # Scalars mixed with tensors: numpy's result dtype (NEP 50: Python scalars are weak, numpy
 # scalars and 0-d arrays are not) and numpy's value
@@ -174,9 +153,9 @@ def _known(reason: str):
 @pytest.mark.parametrize("scalar", [
     pytest.param(1.5, id="py-float"), pytest.param(2, id="py-int"),
     pytest.param(np.float16(1.5), id="np-f16"), pytest.param(np.array(3.0, np.float16), id="0d-f16"),
-    pytest.param(np.float32(2.0), id="np-f32", marks=_known(SCALAR_DTYPE_BUG)),
-    pytest.param(np.float64(0.5), id="np-f64", marks=_known(SCALAR_DTYPE_BUG)),
-    pytest.param(np.int32(3), id="np-i32", marks=_known(SCALAR_DTYPE_BUG)),
+    pytest.param(np.float32(2.0), id="np-f32"),
+    pytest.param(np.float64(0.5), id="np-f64"),
+    pytest.param(np.int32(3), id="np-i32"),
 ])
 @pytest.mark.parametrize("name", ["add", "multiply", "maximum", "subtract"])
 def test_scalar_with_f16_tensor_keeps_numpy_dtype(name: str, scalar) -> None:
@@ -190,8 +169,8 @@ def test_scalar_with_f16_tensor_keeps_numpy_dtype(name: str, scalar) -> None:
 
 @pytest.mark.parametrize("scalar", [
     pytest.param(1.5, id="py-1.5"), pytest.param(np.float16(0.1), id="np-f16-0.1"),
-    pytest.param(0.1, id="py-0.1", marks=_known(SCALAR_ROUNDING_BUG)),
-    pytest.param(np.float64(0.1), id="np-f64-0.1", marks=_known(SCALAR_ROUNDING_BUG)),
+    pytest.param(0.1, id="py-0.1"),
+    pytest.param(np.float64(0.1), id="np-f64-0.1"),
 ])
 def test_scalar_with_f16_tensor_and_f32_computation(scalar) -> None:
     """``dtype=float32``: numpy casts the scalar to f32 (not to the tensor's f16 first)."""
@@ -217,7 +196,6 @@ def test_integer_tensor_arithmetic() -> None:
     assert_bits(t, n, "int32 tensor + int32 scalar")
 
 
-@_known(SCALAR_DTYPE_BUG)
 def test_int32_tensor_plus_int64_scalar_promotes() -> None:
     n, t = both("add", np.arange(8, dtype=np.int32), np.int64(7))
     assert_bits(t, n, "int32 tensor + int64 scalar")
@@ -424,7 +402,6 @@ def test_data_movement_is_bit_identical() -> None:
         assert_bits(t, n, f"{name}{[getattr(a, 'shape', a) for a in args]}")
 
 
-@_known(BROADCAST_SCALAR_BUG)
 def test_broadcast_of_a_numpy_scalar_keeps_its_dtype() -> None:
     n, t = both("broadcast_to", np.float16(2.5), (3, 2))
     assert_bits(t, n, "broadcast_to(np.float16)")
