@@ -142,6 +142,7 @@ class HBM:
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self._next = 0
+        self.generation = 0  # bumped by every allocation and free (cached views check it)
 
     def _place(self, nbytes: int, byte_address: int | None, name: str) -> int:
         if byte_address is None:
@@ -163,6 +164,7 @@ class HBM:
         return start
 
     def _insert(self, region: Region) -> None:
+        self.generation += 1
         k = bisect.bisect_right(self._starts, region.start)
         self.regions.insert(k, region)
         self._starts.insert(k, region.start)
@@ -206,6 +208,7 @@ class HBM:
         k = self.regions.index(buf.region)
         del self.regions[k]
         del self._starts[k]
+        self.generation += 1
 
 
 class LXMemory:

@@ -507,7 +507,7 @@ def build_memory_view(c, op):
     unit = machine.unit_bytes(dtype)
     ir = c.slot(op.result)
     # Views are rebuilt for every core and pass; cache them by everything they depend on. A cached
-    # HBM view stays valid while the same region object still covers its address.
+    # view stays valid while HBM's set of regions is unchanged (its generation counter).
     cache: dict = {}
     hbm = machine.hbm
 
@@ -515,15 +515,16 @@ def build_memory_view(c, op):
         core = space.core if space.core is not None else env[0].core
         addr = int(env[ioff]) * unit
         key = (addr, core, sizes_fn(env), strides_fn(env), dyn_sizes_fn(env))
-        v = cache.get(key)
-        if v is not None and (v.region is None or hbm.find(addr) is v.region) and \
-                v.region is not None:
-            env[ir] = v
+        hit = cache.get(key)
+        # valid while no allocation or free changed HBM's regions since the view was built
+        if hit is not None and hit[0] == hbm.generation:
+            env[ir] = hit[1]
             return
         v = View(machine, space, core, addr, dtype, key[2], key[3], cset, key[4])
         if len(cache) > 256:
             cache.clear()
-        cache[key] = v
+        if v.region is not None:
+            cache[key] = (hbm.generation, v)
         env[ir] = v
 
     return step
@@ -703,13 +704,15 @@ def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
     if tile.points is not None or region is None or region.mask is not None:
         arr = xp.astype(load_tile(tile), F32)
         return arr if layout is None else layout[1](arr)
-    _box_check(view, tile.lo, tile.ext)
     cache = machine.f32_cache
-    key = (id(region), view.byte_addr, view.strides, view.lo, tile.lo, tile.ext, tile.perm,
-           None if layout is None else layout[0])
+    # the key holds everything the access check depends on (view box and set, tile box), so a
+    # hit was checked when it was stored
+    key = (id(region), view.byte_addr, view.strides, view.lo, view.hi, id(view.cset), view.syms,
+           tile.lo, tile.ext, tile.perm, None if layout is None else layout[0])
     hit = cache.get(key)
     if hit is not None and hit[0] == region.version and hit[1] is region:
         return hit[2]
+    _box_check(view, tile.lo, tile.ext)
     arr = xp.astype(load_tile(tile), F32)
     if layout is not None:
         arr = layout[1](arr)
