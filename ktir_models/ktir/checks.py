@@ -78,17 +78,25 @@ class NumericChecks:
             return step
         float_operands = [compiler.slot(v) for v in op.operands if _is_float(v.type)]
         narrowing = op.name == "arith.truncf"
+        # values of any array back end are inspected as host numpy arrays (checking is a
+        # diagnostic mode: the copies from a device are acceptable there)
+        host = compiler.machine.backend.to_host
 
         def checked(env, _step=step):
             _step(env)
             if narrowing:
-                self._check_narrowing(env, op, env[float_operands[0]], env[float_results[0]])
+                src, out = env[float_operands[0]], env[float_results[0]]
+                self._check_narrowing(env, op, None if src is None else host(src),
+                                      None if out is None else host(out))
                 return
             for s in float_results:
                 out = env[s]
-                if out is None or np.all(np.isfinite(out)):
+                if out is None:
                     continue
-                if all(np.all(np.isfinite(env[o])) for o in float_operands
+                out = host(out)
+                if np.all(np.isfinite(out)):
+                    continue
+                if all(np.all(np.isfinite(host(env[o]))) for o in float_operands
                        if env[o] is not None):
                     bad = int(np.size(out) - np.count_nonzero(np.isfinite(out)))
                     self._warn("nonfinite", env, op, f"{bad} NaN/Inf value(s) from finite inputs")

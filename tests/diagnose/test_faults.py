@@ -45,8 +45,8 @@ def _unary_kernel(compute: str) -> str:
                    + "    ktdp.store %r, %ay : tensor<4x8xf16>, !ktdp.access_tile<4x8xindex>\n")
 
 
-def _run(text, x, checks=None, out_shape=(4, 8), initialised_out=False):
-    machine = ktir.Machine()
+def _run(text, x, checks=None, out_shape=(4, 8), initialised_out=False, backend="numpy"):
+    machine = ktir.Machine(backend=backend, device="cpu")
     if checks is not None:
         machine.checks = checks
     fn = ktir.parse_text(text, "fault.mlir").only_function
@@ -182,3 +182,29 @@ def test_read_of_never_written_memory_names_op_and_core():
         machine.compile(fn).run({"x_ptr": bx.address, "y_ptr": by.address})
     e = exc.value
     assert e.op == "ktdp.load" and e.core == 0 and "never_written" in str(e)
+
+
+NUMERIC_CASES = {  # kernel, input, output shape: one case per numeric check
+    "nonfinite": (lambda: _unary_kernel(DIV), lambda: np.where(np.eye(4, 8) > 0, 0, 1), (4, 8)),
+    "overflow": (lambda: _unary_kernel(TRUNC_BIG), lambda: np.ones((4, 8)), (4, 8)),
+    "underflow": (lambda: _unary_kernel(TRUNC_SMALL), lambda: np.ones((4, 8)), (4, 8)),
+    "write-conflict": (lambda: _two_core_store("    %row = arith.constant 0 : index\n"),
+                       lambda: np.arange(16).reshape(2, 8), (2, 8)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NUMERIC_CASES))
+def test_numeric_checks_report_the_same_on_the_torch_backend(kind):
+    """The checking mode inspects values of any back end: torch (cpu) finds exactly what numpy
+    finds, with the same op, location, core and message."""
+    pytest.importorskip("torch")
+    make_text, make_x, shape = NUMERIC_CASES[kind]
+    text, x = make_text(), make_x()
+    found = {}
+    for backend in ("numpy", "torch"):
+        checks = NumericChecks()
+        out = _run(text, x, checks, out_shape=shape, backend=backend)
+        found[backend] = ([(w.kind, w.op, w.loc.line, w.core, w.message) for w in checks.warnings],
+                          out.view(np.uint16).tolist())
+    assert [w[0] for w in found["numpy"][0]] == [kind]
+    assert found["torch"] == found["numpy"]
