@@ -9,11 +9,11 @@ Public API (docs/architecture.md)::
     stats = plan.run({"arg": address, ...})
 """
 
-from .api import load_module, parse_text, verify
+from .api import bulk_load, load_module, parse_text, verify
 from .errors import Diagnostic, EmulationFault, KtirError, Location
 from .ir import Function, Module
 
-__all__ = ["load_module", "parse_text", "verify", "Diagnostic", "EmulationFault", "KtirError",
+__all__ = ["bulk_load", "load_module", "parse_text", "verify", "Diagnostic", "EmulationFault", "KtirError",
            "Location", "Function", "Module"]
 
 try:  # the machine arrives in a later step; keep the parser usable on its own

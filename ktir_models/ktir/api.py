@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from pathlib import Path
 
 from . import parser as _parser
@@ -24,3 +26,21 @@ def load_module(path: str | Path) -> Module:
     module = _parser.parse_file(path)
     _verify.verify(module)
     return module
+
+
+@contextlib.contextmanager
+def bulk_load():
+    """Parse, verify and compile many functions with Python's cyclic garbage collector paused.
+
+    IR graphs (values <-> ops) and plans are cyclic, long-lived and numerous: while hundreds of
+    node files load, the collector keeps rescanning the growing heap without freeing anything
+    (measured, scratchy smollm2-135m: parse + compile 1.8-4.2 s with it, 1.1-1.2 s without).
+    For loads whose results are kept (a program's plans); a loop that discards each module
+    should not pause the collector, since discarded IR graphs are cyclic garbage."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

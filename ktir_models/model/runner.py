@@ -101,6 +101,10 @@ class Runner:
 
     def load(self) -> None:
         """Parse, verify and compile every node; check every node's function and arguments."""
+        with ktir.bulk_load():
+            self._load()
+
+    def _load(self) -> None:
         start = time.perf_counter()
         modules: dict[str, Any] = {}
         functions = []

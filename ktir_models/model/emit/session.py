@@ -122,11 +122,12 @@ class Session:
 
         modules: dict[str, Any] = {}
         nodes = []
-        for n in doc["nodes"]:
-            if n["mlir"] not in modules:
-                modules[n["mlir"]] = ktir.load_module(directory / n["mlir"])
-            fn = modules[n["mlir"]].function(n["fn"])
-            nodes.append(NodeRun(n["fn"], n["args"], self.machine.compile(fn)))
+        with ktir.bulk_load():
+            for n in doc["nodes"]:
+                if n["mlir"] not in modules:
+                    modules[n["mlir"]] = ktir.load_module(directory / n["mlir"])
+                fn = modules[n["mlir"]].function(n["fn"])
+                nodes.append(NodeRun(n["fn"], n["args"], self.machine.compile(fn)))
         return LoadedProgram(directory, doc, nodes, buffers, int(doc["m"]), capacity,
                              bool(doc.get("dynamic_position", False)), roles)
 
