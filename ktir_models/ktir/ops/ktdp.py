@@ -185,7 +185,6 @@ def _strided_block(view: View, lo, ext) -> np.ndarray:
         if view.space == "hbm":
             raise _Spill()
         raise _no_memory(view)
-    item = view.dtype.itemsize
     local = [a - l for a, l in zip(lo, view.lo)]
     start = view.elem_off + sum(x * s for x, s in zip(local, view.strides))
     span = [(e - 1) * s for e, s in zip(ext, view.strides) if e > 0]

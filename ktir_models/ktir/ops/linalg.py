@@ -147,7 +147,6 @@ def build_reduce(c, op):
     ins, outs = _ins_outs(op)
     dims = tuple(op.attrs["dimensions"])
     r = op.result
-    dt = r.type.dtype
     combiner = _body_combiner(op)
     if combiner is not None and len(ins) == 1:
         kind = _REDUCERS[combiner][0]
