@@ -129,38 +129,28 @@ def test_forward_numpy_json_names_numpy_and_agrees_with_torch(torch_forward_json
 
 # ---------------------------------------------------------------------------- bad choices
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present: covered by the next test")
-def test_forward_device_cuda_without_cuda_is_one_line():
+DEVICES = [("cuda", torch.cuda.is_available(), "CUDA"), ("mps", HAS_MPS, "MPS")]
+
+
+@pytest.mark.parametrize("device, present, word", DEVICES, ids=[d[0] for d in DEVICES])
+def test_forward_on_an_absent_device_is_one_line(device, present, word):
+    if present:
+        pytest.skip(f"{word} is present: covered by test_forward_on_a_present_device_passes")
     r = cli("forward", str(TINY_MHA), "--program", str(PREFILL7), "--golden", "vendored", "-q",
-            "--backend", "torch", "--device", "cuda")
-    one_line_error(r, "--device cuda", "CUDA")
+            "--backend", "torch", "--device", device)
+    one_line_error(r, f"--device {device}", word)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_forward_device_cuda_with_cuda_passes(tmp_path):
+@pytest.mark.parametrize("device, present, word", DEVICES, ids=[d[0] for d in DEVICES])
+def test_forward_on_a_present_device_passes(tmp_path, device, present, word):
+    if not present:
+        pytest.skip(f"needs a {word} device")
     out = tmp_path / "report.json"
     r = cli("forward", str(TINY_MHA), "--program", str(PREFILL7), "--golden", "vendored", "-q",
-            "--backend", "torch", "--device", "cuda", "--json", str(out))
+            "--backend", "torch", "--device", device, "--json", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert doc["pass"] is True and (doc["backend"], doc["device"]) == ("torch", "cuda")
-
-
-@pytest.mark.skipif(HAS_MPS, reason="MPS is present: covered by the next test")
-def test_forward_device_mps_without_mps_is_one_line():
-    r = cli("forward", str(TINY_MHA), "--program", str(PREFILL7), "--golden", "vendored", "-q",
-            "--backend", "torch", "--device", "mps")
-    one_line_error(r, "--device mps", "MPS")
-
-
-@pytest.mark.skipif(not HAS_MPS, reason="needs an MPS (Metal) device")
-def test_forward_device_mps_with_mps_passes(tmp_path):
-    out = tmp_path / "report.json"
-    r = cli("forward", str(TINY_MHA), "--program", str(PREFILL7), "--golden", "vendored", "-q",
-            "--backend", "torch", "--device", "mps", "--json", str(out))
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads(out.read_text())
-    assert doc["pass"] is True and (doc["backend"], doc["device"]) == ("torch", "mps")
+    assert doc["pass"] is True and (doc["backend"], doc["device"]) == ("torch", device)
 
 
 @pytest.mark.parametrize("flags, words", [
