@@ -7,33 +7,22 @@ report (atomically).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..errors import Mismatch, UserError
+from ..model.report import json_safe
 from .app import app
 from .backend_options import backend_option, build_backend, device_option
-
-
-def _finite(value):
-    """JSON-safe copy: non-finite floats (an infinite error, an undefined intensity) become None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 class _Doc:
     """A plain dict in the shape report.write_json expects (an object with ``to_json``)."""
 
     def __init__(self, data: dict):
-        self.data = _finite(data)
+        self.data = json_safe(data)
 
     def to_json(self) -> dict:
         return self.data

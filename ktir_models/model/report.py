@@ -78,7 +78,7 @@ class ForwardReport:
         """The report as a JSON-ready dict; NaN/Inf numbers become null (strict JSON)."""
         doc = asdict(self)
         doc["pass"] = doc.pop("passed")
-        return _strict(doc)
+        return json_safe(doc)
 
     def render(self) -> str:
         lines = [
@@ -121,13 +121,14 @@ class ForwardReport:
         return "\n".join(lines)
 
 
-def _strict(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """A JSON-safe copy: non-finite floats (an infinite error, an undefined ratio) become None."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 

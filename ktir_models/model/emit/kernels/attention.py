@@ -54,12 +54,10 @@ def attention_kernel(
                                     head_dim=head_dim, q=q, k_cache=k_cache, v_cache=v_cache, mask=mask,
                                     out=out, fresh=fresh, prefix_rows=prefix_rows)
     group = heads // kv_heads
-    kt = Kernel(name, [q, k_cache, v_cache, mask, out, *fresh.args()], plan.grid)
-    qv = kt.view(q, (m, heads * head_dim))
-    kv = kt.view(k_cache, (capacity, kv_heads * head_dim))
-    vv = kt.view(v_cache, (capacity, kv_heads * head_dim))
-    mv = kt.view(mask, (m, capacity))
-    ov = kt.view(out, (m, heads * head_dim))
+    kt, (qv, kv, vv, mv, ov) = _kernel_and_views(name, plan, m=m, capacity=capacity, heads=heads,
+                                                 kv_heads=kv_heads, head_dim=head_dim, q=q,
+                                                 k_cache=k_cache, v_cache=v_cache, mask=mask,
+                                                 out=out, fresh=fresh)
     core = kt.core_id()
     c0 = kt.index(0)
     frow = fresh.value(kt)
@@ -109,12 +107,10 @@ def _streaming_attention(name: str, plan: AttentionPlan, *, m: int, capacity: in
     kb = plan.key_block
     assert kb is not None
     group = heads // kv_heads
-    kt = Kernel(name, [q, k_cache, v_cache, mask, out, *fresh.args()], plan.grid)
-    qv = kt.view(q, (m, heads * head_dim))
-    kv = kt.view(k_cache, (capacity, kv_heads * head_dim))
-    vv = kt.view(v_cache, (capacity, kv_heads * head_dim))
-    mv = kt.view(mask, (m, capacity))
-    ov = kt.view(out, (m, heads * head_dim))
+    kt, (qv, kv, vv, mv, ov) = _kernel_and_views(name, plan, m=m, capacity=capacity, heads=heads,
+                                                 kv_heads=kv_heads, head_dim=head_dim, q=q,
+                                                 k_cache=k_cache, v_cache=v_cache, mask=mask,
+                                                 out=out, fresh=fresh)
     core = kt.core_id()
     frow = fresh.value(kt)
     full, tail = divmod(prefix_rows, kb)
@@ -147,6 +143,17 @@ def _streaming_attention(name: str, plan: AttentionPlan, *, m: int, capacity: in
         kt.store(kt.truncf(o), ov, [row, qcol])
     kt.for_end()
     return KernelText(kt.text(), plan.grid, plan.lx_estimate)
+
+
+def _kernel_and_views(name: str, plan: AttentionPlan, *, m: int, capacity: int, heads: int,
+                      kv_heads: int, head_dim: int, q, k_cache, v_cache, mask, out, fresh):
+    """The attention kernel and its five HBM views (q, K cache, V cache, mask, out), in the
+    argument order both attention forms share."""
+    kt = Kernel(name, [q, k_cache, v_cache, mask, out, *fresh.args()], plan.grid)
+    views = (kt.view(q, (m, heads * head_dim)), kt.view(k_cache, (capacity, kv_heads * head_dim)),
+             kt.view(v_cache, (capacity, kv_heads * head_dim)), kt.view(mask, (m, capacity)),
+             kt.view(out, (m, heads * head_dim)))
+    return kt, views
 
 
 def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val, head_dim: int) -> list[Val]:
