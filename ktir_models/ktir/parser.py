@@ -107,28 +107,87 @@ def _shape_and_elem(body: str):
     return dims, m.group(2)
 
 
+def _tokenize_text(text: str) -> tuple[list[str], list[str], list[int]]:
+    """Texts, kinds and start offsets of every token of ``text`` (trailing eof tokens dropped).
+
+    The reference tokenizer: one pass of :data:`_TOKEN_RE` over the whole text."""
+    found = [(m.start(1), m.group(1)) for m in _TOKEN_RE.finditer(text)]
+    offs = [o for o, _ in found]
+    texts = [t for _, t in found]
+    known = _KIND_CACHE.get
+    kinds = [known(t) or _classify_new(t) for t in texts]
+    while kinds and kinds[-1] == "eof":
+        kinds.pop()
+        texts.pop()
+        offs.pop()
+    return texts, kinds, offs
+
+
+class _LineTokens:
+    """The tokens of one source line tokenized on its own (offsets relative to the line start).
+
+    ``safe`` is False when the line holds a lone ``<`` or ``"`` token: the only ways a token of
+    the whole text can run across a line end (a type, affine map/set, dense or ``#attr<...>``
+    whose closing ``>`` is on a later line; a string continued with a backslash) leave one of
+    those two tokens behind when the line is tokenized alone. Without them, every token of the
+    line ends before its newline, so the whole text's tokens are exactly the concatenation of
+    its lines' tokens (the regex picks a token from the text at its start up to the token's end,
+    and skipped whitespace/comments never hide a newline-crossing token)."""
+
+    __slots__ = ("texts", "kinds", "rels", "safe")
+
+    def __init__(self, line: str):
+        # the newline belongs to the line: a token's end is decided with the same next character
+        self.texts, self.kinds, self.rels = _tokenize_text(line + "\n")
+        self.safe = "<" not in self.texts and '"' not in self.texts
+
+
+_LINE_CACHE: dict[str, _LineTokens] = {}
+
+
+def _tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
+    """Texts, kinds and offsets of ``text``'s tokens, plus the offset where each line starts.
+
+    Node files of one program repeat the same few thousand lines tens of thousands of times, so
+    each distinct line is tokenized once (cached by its exact text) and the file's token lists
+    are the concatenation of its lines' lists, offsets shifted by the line start. A line whose
+    tokenization alone might differ from the whole text's (see :class:`_LineTokens`) sends the
+    whole file to the reference tokenizer, so the result is always that of
+    :func:`_tokenize_text`."""
+    texts: list[str] = []
+    kinds: list[str] = []
+    offs: list[int] = []
+    starts: list[int] = []
+    cache = _LINE_CACHE
+    if len(cache) > 200_000:  # bound the memory a long session of unrelated programs can hold
+        cache.clear()
+    base = 0
+    for line in text.split("\n"):
+        starts.append(base)
+        entry = cache.get(line)
+        if entry is None:
+            entry = _LineTokens(line)
+            cache[line] = entry
+        if not entry.safe:
+            texts, kinds, offs = _tokenize_text(text)
+            return texts, kinds, offs, [0] + [m.end() for m in re.finditer("\n", text)]
+        if entry.texts:
+            texts += entry.texts
+            kinds += entry.kinds
+            offs += map(base.__add__, entry.rels)
+        base += len(line) + 1
+    return texts, kinds, offs, starts
+
+
 class _Parser:
     def __init__(self, text: str, filename: str):
         self.text = text
         self.filename = filename
-        self.kinds: list[str] = []
-        self.texts: list[str] = []
-        self.offs: list[int] = []
         self.diags: list[Diagnostic] = []
-        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        found = [(m.start(1), m.group(1)) for m in _TOKEN_RE.finditer(text)]
-        self.offs = [o for o, _ in found]
-        self.texts = [t for _, t in found]
-        known = _KIND_CACHE.get
-        self.kinds = [known(t) or _classify_new(t) for t in self.texts]
-        while self.kinds and self.kinds[-1] == "eof":
-            self.kinds.pop()
-            self.texts.pop()
-            self.offs.pop()
-        for j, k in enumerate(self.kinds):
-            if k == "bad":
-                raise KtirError.at(self.loc_at(self.offs[j]),
-                                   f"unexpected character {self.texts[j]!r}")
+        self.texts, self.kinds, self.offs, self._line_starts = _tokenize(text)
+        if "bad" in self.kinds:
+            j = self.kinds.index("bad")
+            raise KtirError.at(self.loc_at(self.offs[j]), f"unexpected character {self.texts[j]!r}")
         for _ in range(4):  # sentinels: peek(k) never runs off the end
             self.kinds.append("eof")
             self.texts.append("<end of file>")
