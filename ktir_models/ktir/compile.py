@@ -99,6 +99,7 @@ class Compiler:
         self.uses_inter_tile = False
         self.index_slots: list[list[int]] = []  # linalg.generic loop index slots (innermost last)
         self.lx_faults: dict = {}
+        self.step_of: dict[int, object] = {}  # id(op) -> its step (None: folded); see stacked.py
         self.users: dict[int, list[Op]] = {}  # id(value) -> ops using it (nested ops included)
         for op in fn.walk():
             for v in op.operands:
@@ -153,6 +154,7 @@ class Compiler:
                     step = checks.wrap(self, op, step)
                 step.op = op
                 steps.append(step)
+            self.step_of[id(op)] = step
         return steps
 
 
@@ -232,6 +234,7 @@ class _Compiled:
     steps: list
     template: list
     arg_slots: list[int]
+    stacked: object = None  # stacked.StackedPlan: the whole grid in one run, values stacked
 
 
 class Plan:
@@ -301,6 +304,17 @@ class Plan:
             machine.checks.begin_run(fn.name)
         t0 = time.perf_counter()
         c = self._c
+        if n > 1 and c.stacked is not None and machine.grid_batching:
+            from .stacked import Contexts, run_stacked
+
+            senv = list(c.template)
+            senv[0] = Contexts(CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
+                                           machine, fn.name, None) for core in range(n))
+            for s, v in zip(c.arg_slots, values):
+                senv[s] = v
+            with np.errstate(all="ignore"):
+                run_stacked(c.stacked, senv)
+            return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
         exchange = _Exchange(n) if self.inter_tile else None
         envs = []
         for core in range(n):
@@ -368,7 +382,14 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
     peak = _block_peak(fn.body.block, 0, machine.lx_capacity, faults, fault_ops)
     c.lx_faults = faults
     steps = c.compile_block(fn.body.block)
+    stacked = None
+    if fn.num_cores > 1 and not c.uses_inter_tile and not faults and \
+            getattr(machine, "checks", None) is None:
+        from .stacked import compile_stacked
+
+        stacked = compile_stacked(c, fn)
     template = [None] * c.n_slots
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
-    return Plan(machine, fn, _Compiled(steps, template, arg_slots), peak, c.uses_inter_tile)
+    return Plan(machine, fn, _Compiled(steps, template, arg_slots, stacked), peak,
+                c.uses_inter_tile)

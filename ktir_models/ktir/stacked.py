@@ -1,0 +1,815 @@
+"""The grid as a batch dimension: one run of a function for all cores, values stacked by core.
+
+An SPMD function runs the same steps on every core; only values derived from the core id differ.
+:func:`varying_values` finds those values (data flow from ``ktdp.get_compute_tile_id`` and from
+per-core LX views). :func:`compile_stacked` then builds a second step list over the *same* slots
+as the plain plan, run once per grid instead of once per core:
+
+* a *uniform* value (not derived from the core id) is stored as it is in the plain plan, and an op
+  whose operands are all uniform runs its plain step once (its result is the same on every core;
+  a store of uniform data to a uniform place writes the same bytes every core would write);
+* a *varying* value is stored stacked: a tensor of shape S as an array [C, *S], a scalar as an
+  array [C], any other object (a view, a tile) as a :class:`PerCore` list, a box access tile with
+  per-core corners as a :class:`StackedTile`;
+* an op with a varying operand runs a *stacked* step when its kind has one (elementwise ops and
+  matmuls broadcast over the leading core axis as they are; transpose, reduce, broadcast, splat,
+  extract, reshapes, access tiles, loads, stores and ``scf.for`` have their own), and otherwise
+  falls back to its plain step run core by core (:class:`CoreEnv` shows one core's slice of the
+  stacked values), whose results are stacked again.
+
+Invariants:
+
+* bit-identical to running the cores one after the other in lock step (compile.run_lockstep):
+  every stacked step computes, per core, what the plain step computes (the same numpy ufuncs on
+  the same values; matmuls broadcast over the core axis make the same per-core BLAS calls);
+* a varying slot always holds the stacked form (uniform values flowing into loop-carried or
+  yielded varying slots are broadcast first);
+* a stacked step checks everything it can fault on before it writes memory; on any failure it
+  reruns the op core by core, which raises the located fault of the first failing core, as the
+  lock-step run would (a step that succeeds core by core after its stacked form failed is
+  simply continued: the stacked form's conditions, e.g. non-overlapping stores, were not met).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmulationFault
+from .ir import Function, Op, ScalarType, TensorType
+
+_as_strided = np.lib.stride_tricks.as_strided
+
+
+class PerCore(list):
+    """Per-core values of a kind that is not stacked (views, tiles, futures): item c is core c's."""
+
+
+class Contexts(PerCore):
+    """Slot 0 of a stacked env: every core's CoreContext. A step run once for all cores (a
+    uniform op) that asks for the context sees core 0's, the first core a fault is reported for."""
+
+    def __getattr__(self, name):
+        return getattr(self[0], name)
+
+
+class StackedTile:
+    """Box access tiles of one view, one per core: corners ``los`` [C, rank] (absolute), common
+    extents, traversal permutation and data shape (as :class:`ops.ktdp.Tile`)."""
+
+    __slots__ = ("view", "los", "ext", "perm", "shape", "key")
+
+    def __init__(self, view, los: np.ndarray, ext: tuple, perm, shape: tuple):
+        self.view = view
+        self.los = los
+        self.ext = ext
+        self.perm = perm
+        self.shape = shape
+        self.key = los.tobytes()
+
+    def __getitem__(self, core: int):
+        from .ops.ktdp import Tile
+
+        return Tile(self.view, tuple(int(x) for x in self.los[core]), self.ext, self.perm, None,
+                    self.shape)
+
+
+class CoreEnv:
+    """One core's window on a stacked env, for plain steps run core by core: reads give that
+    core's value (a varying slot's item ``core``), writes stay local until :func:`_fallback`
+    stacks them."""
+
+    __slots__ = ("senv", "core", "vary", "own")
+
+    def __init__(self, senv: list, core: int, vary: list):
+        self.senv = senv
+        self.core = core
+        self.vary = vary
+        self.own: dict = {}
+
+    def __getitem__(self, i):
+        own = self.own
+        if i in own:
+            return own[i]
+        v = self.senv[i]
+        return v[self.core] if self.vary[i] else v
+
+    def __setitem__(self, i, v):
+        self.own[i] = v
+
+
+class _Fallback(Exception):
+    """A stacked step's conditions do not hold: run the op core by core."""
+
+
+# ---------------------------------------------------------------------------------------------
+# which values depend on the core
+
+
+def _outside_uses(op: Op) -> list:
+    """Operands of ``op`` and of every op nested in its regions (values from outside included)."""
+    vals = list(op.operands)
+    for r in op.regions:
+        for b in r.blocks:
+            for inner in b.ops:
+                vals.extend(_outside_uses(inner))
+    return vals
+
+
+def _involved(op: Op) -> list:
+    """Every value ``op`` reads or defines, nested regions included: an op touching none that
+    varies computes the same on every core."""
+    vals = list(op.operands) + list(op.results)
+    for r in op.regions:
+        for b in r.blocks:
+            vals.extend(b.args)
+            for inner in b.ops:
+                vals.extend(_involved(inner))
+    return vals
+
+
+def varying_values(fn: Function) -> set[int]:
+    """ids of the values that may differ between cores (a fixpoint over loops' carried values)."""
+    vary: set[int] = set()
+
+    def visit_block(block) -> bool:
+        changed = False
+        for op in block.ops:
+            changed |= visit_op(op)
+        return changed
+
+    def visit_op(op: Op) -> bool:
+        changed = False
+        for r in op.regions:
+            for b in r.blocks:
+                changed |= visit_block(b)
+        seeded = op.name == "ktdp.get_compute_tile_id" or (
+            op.name == "ktdp.construct_memory_view" and
+            getattr(op.attrs.get("memory_space"), "core", 0) is None and
+            getattr(op.attrs.get("memory_space"), "kind", "hbm") != "hbm")
+        dep = seeded or any(id(v) in vary for v in _outside_uses(op))
+        if op.name == "scf.for" and op.regions:
+            block = op.regions[0].block
+            lb, ub, st = op.groups["bounds"]
+            if (id(lb) in vary or id(st) in vary) and id(block.args[0]) not in vary:
+                vary.add(id(block.args[0]))
+                changed = True
+            last = block.ops[-1] if block.ops else None
+            ys = last.operands if last is not None and last.name == "scf.yield" else []
+            for k, (arg, init) in enumerate(zip(block.args[1:], op.groups["inits"])):
+                carried = id(init) in vary or (k < len(ys) and id(ys[k]) in vary)
+                if carried and id(arg) not in vary:
+                    vary.add(id(arg))
+                    changed = True
+        if dep or (op.regions and any(id(v) in vary for r in op.regions for b in r.blocks
+                                      for o in b.ops if o.name.endswith("yield")
+                                      for v in o.operands)):
+            for v in op.results:
+                if id(v) not in vary:
+                    vary.add(id(v))
+                    changed = True
+        return changed
+
+    while visit_block(fn.body.block):
+        pass
+    return vary
+
+
+# ---------------------------------------------------------------------------------------------
+# compiling
+
+
+class StackedPlan:
+    """Steps over a stacked env (slot 0: a PerCore of the cores' contexts); ``native`` and
+    ``fallback`` count the op steps of each kind (nested ones included)."""
+
+    def __init__(self, steps: list, vary: list, native: int, fallback: int):
+        self.steps = steps
+        self.vary = vary
+        self.native = native
+        self.fallback = fallback
+
+
+class _Builder:
+    def __init__(self, c, fn: Function):
+        self.c = c
+        self.fn = fn
+        self.C = fn.num_cores
+        self.vary_ids = varying_values(fn)
+        self.vary = [False] * c.n_slots
+        self.vary[0] = True
+        for vid, s in c.slots.items():
+            if vid in self.vary_ids:
+                self._mark(s)
+        self.native = 0
+        self.fallback = 0
+
+    def _mark(self, s: int) -> None:
+        if s >= len(self.vary):
+            self.vary.extend([False] * (s + 1 - len(self.vary)))
+        self.vary[s] = True
+
+    def varies(self, v) -> bool:
+        return id(v) in self.vary_ids
+
+    def uniform(self, op: Op, plain):
+        """``plain`` run once; a failure is reported for core 0, as the lock-step run would (every
+        core fails alike at a uniform op)."""
+        from .compile import run_steps
+
+        vary = self.vary
+
+        def step(senv):
+            try:
+                plain(senv)
+            except EmulationFault:
+                raise
+            except Exception:  # noqa: BLE001 - locate it; run_steps raises the EmulationFault
+                run_steps((plain,), CoreEnv(senv, 0, vary))
+                raise
+
+        step.op = op
+        return step
+
+    def block(self, block) -> list:
+        steps = []
+        for op in block.ops:
+            step = self.op(op)
+            if step is not None:
+                steps.append(step)
+        return steps
+
+    def op(self, op: Op):
+        c = self.c
+        plain = c.step_of.get(id(op))
+        if plain is None:
+            return None  # folded at compile time, or a terminator read by its parent
+        if not any(self.varies(v) for v in _involved(op)):
+            return self.uniform(op, plain)  # the same on every core: run once
+        native = None
+        if not hasattr(plain, "batched"):
+            maker = _NATIVE.get(op.name)
+            native = maker(self, op, plain) if maker is not None else None
+        fallback = _fallback(self, op, plain)
+        if native is None:
+            self.fallback += 1
+            return fallback
+        self.native += 1
+
+        def step(senv, native=native, fallback=fallback):
+            try:
+                native(senv)
+            except EmulationFault:
+                raise
+            except Exception:  # noqa: BLE001 - conditions unmet or a fault: core by core
+                fallback(senv)
+
+        step.op = op
+        return step
+
+
+def _stack_kind(t):
+    if isinstance(t, TensorType):
+        return "tensor"
+    if isinstance(t, ScalarType):
+        return "scalar"
+    return "object"
+
+
+def _restack(values: list, t):
+    kind = _stack_kind(t)
+    if kind == "tensor":
+        return np.stack([np.asarray(v) for v in values])
+    if kind == "scalar":
+        if t.name == "index" or (not t.is_float and t.name != "i1"):
+            return np.asarray([int(v) for v in values], dtype=np.int64)
+        if t.name == "i1":
+            return np.asarray([bool(v) for v in values], dtype=np.bool_)
+        return np.asarray(values, dtype=t.dtype)
+    return PerCore(values)
+
+
+def _fallback(b: _Builder, op: Op, plain):
+    """The op's plain step run for every core in order (its batched form if it has one), results
+    stacked."""
+    from .compile import run_lockstep
+
+    C, vary = b.C, b.vary
+    outs = [(b.c.slot(v), v.type) for v in op.results]
+
+    def step(senv):
+        envs = [CoreEnv(senv, k, vary) for k in range(C)]
+        run_lockstep((plain,), envs)
+        for s, t in outs:
+            senv[s] = _restack([e.own[s] for e in envs], t)
+
+    step.op = op
+    return step
+
+
+def lift(value, t, C: int):
+    """A uniform value in stacked form (read-only broadcast for tensors)."""
+    if isinstance(t, TensorType):
+        arr = np.asarray(value)
+        return np.broadcast_to(arr, (C,) + arr.shape)
+    if isinstance(t, ScalarType):
+        return _restack([value] * C, t)
+    return PerCore([value] * C)
+
+
+# ---------------------------------------------------------------------------------------------
+# stacked steps, by op kind
+
+_NATIVE: dict = {}
+
+
+def _native(*names):
+    def deco(fn):
+        for n in names:
+            _NATIVE[n] = fn
+        return fn
+    return deco
+
+
+def _plain_if(pred):
+    def maker(b, op, plain):
+        return plain if pred(b, op) else None
+    return maker
+
+
+def _elementwise_ok(b: _Builder, op: Op) -> bool:
+    """Elementwise ops broadcast over the core axis when every operand is a tensor or every
+    operand is a scalar (a stacked scalar [C] must never meet a tensor operand)."""
+    kinds = {isinstance(v.type, TensorType) for v in op.operands} | \
+        {isinstance(v.type, TensorType) for v in op.results}
+    if len(kinds) != 1:
+        return False
+    if op.name in ("arith.divui", "arith.divsi", "arith.floordivsi", "arith.ceildivsi",
+                   "arith.remui", "arith.remsi") and not isinstance(op.result.type, TensorType):
+        return not b.varies(op.operands[1])  # a varying divisor: check zero core by core
+    return True
+
+
+_ELEMENTWISE = (
+    "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.maximumf",
+    "arith.minimumf", "arith.maxf", "arith.minf", "arith.maxnumf", "arith.minnumf",
+    "arith.addi", "arith.subi", "arith.muli", "arith.divui", "arith.divsi", "arith.floordivsi",
+    "arith.ceildivsi", "arith.remui", "arith.remsi", "arith.andi", "arith.ori", "arith.xori",
+    "arith.minsi", "arith.maxsi", "arith.minui", "arith.maxui",
+    "arith.negf", "arith.absf", "arith.cmpf", "arith.cmpi",
+    "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
+    "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui",
+    "math.exp", "math.exp2", "math.log", "math.log2", "math.log10", "math.log1p", "math.sqrt",
+    "math.rsqrt", "math.tanh", "math.sin", "math.cos", "math.erf", "math.absf", "math.absi",
+    "math.ceil", "math.floor", "math.round", "math.fma", "math.powf",
+)
+_native(*_ELEMENTWISE)(_plain_if(_elementwise_ok))
+
+
+@_native("arith.select")
+def _select(b, op, plain):
+    cond = op.operands[0]
+    if isinstance(op.result.type, TensorType) and not isinstance(cond.type, TensorType) \
+            and b.varies(cond):
+        return None  # a per-core scalar condition choosing whole tensors
+    return plain if isinstance(cond.type, TensorType) or not b.varies(cond) else None
+
+
+@_native("linalg.matmul", "linalg.matmul_transpose_b", "linalg.batch_matmul")
+def _matmul(b, op, plain):
+    return plain  # numpy matmul broadcasts over the leading core axis, one BLAS call per core
+
+
+@_native("ktdp.get_compute_tile_id")
+def _tile_id(b, op, plain):
+    fn = b.fn
+    X, Y, _ = fn.grid
+    cores = np.arange(b.C, dtype=np.int64)
+    coords = [cores % X, (cores // X) % Y, cores // (X * Y)]
+    slots = [b.c.slot(r) for r in op.results]
+    for a in coords:
+        a.flags.writeable = False
+
+    def step(senv):
+        for k, s in enumerate(slots):
+            senv[s] = coords[k]
+
+    return step
+
+
+@_native("linalg.transpose")
+def _transpose(b, op, plain):
+    (x,), _ = op.groups["ins"], op.groups["outs"]
+    if not b.varies(x):
+        return None
+    perm = (0,) + tuple(p + 1 for p in op.attrs["permutation"])
+    ix, ir = b.c.slot(x), b.c.slot(op.result)
+    transpose = b.c.xp.transpose
+
+    def step(senv):
+        senv[ir] = transpose(senv[ix], perm)
+
+    return step
+
+
+@_native("linalg.reduce")
+def _reduce(b, op, plain):
+    from .ops.linalg import _REDUCERS, _accumulator, _body_combiner, _fast_reduce
+
+    ins, outs = op.groups["ins"], op.groups["outs"]
+    combiner = _body_combiner(op)
+    if combiner is None or len(ins) != 1:
+        return None
+    kind = _REDUCERS[combiner][0]
+    dims = tuple(op.attrs["dimensions"])
+    if b.varies(ins[0]):
+        dims = tuple(d + 1 for d in dims)
+    ix, iinit, ir = b.c.slot(ins[0]), b.c.slot(outs[0]), b.c.slot(op.result)
+    xp = b.c.xp
+    acc_t = _accumulator(ins[0].type.dtype, xp)
+    t = op.result.type
+
+    def step(senv):
+        senv[ir] = _fast_reduce(kind, senv[ix], dims, senv[iinit], t, acc_t, xp)
+
+    return step
+
+
+@_native("linalg.broadcast")
+def _broadcast(b, op, plain):
+    (x,) = op.groups["ins"]
+    if not b.varies(x):
+        return None
+    t = op.result.type
+    expanded = list(t.shape)
+    for d in op.attrs["dimensions"]:
+        expanded[d] = 1
+    C = b.C
+    shape, expanded = (C,) + tuple(t.shape), (C,) + tuple(expanded)
+    dt = t.dtype
+    ix, ir = b.c.slot(x), b.c.slot(op.result)
+
+    def step(senv):
+        out = np.empty(shape, dt)
+        out[...] = senv[ix].reshape(expanded)
+        senv[ir] = out
+
+    return step
+
+
+@_native("tensor.splat")
+def _splat(b, op, plain):
+    t = op.result.type
+    if len(op.operands) != 1 or not t.is_static or not b.varies(op.operands[0]):
+        return None
+    C = b.C
+    shape = (C,) + tuple(t.shape)
+    col = (C,) + (1,) * len(t.shape)
+    dt = t.dtype
+    is_, ir = b.c.slot(op.operands[0]), b.c.slot(op.result)
+
+    def step(senv):
+        senv[ir] = np.broadcast_to(np.asarray(senv[is_], dt).reshape(col), shape)
+
+    return step
+
+
+@_native("tensor.extract")
+def _extract(b, op, plain):
+    src, idx = op.operands[0], op.operands[1:]
+    c = b.c
+    if not b.varies(src) or not all(c.is_const(v) for v in idx):
+        return None
+    pos = (slice(None),) + tuple(int(c.const(v)) for v in idx)
+    t = op.result.type
+    dt = np.dtype(np.int64) if t.name == "index" or (not t.is_float and t.name != "i1") \
+        else np.dtype(np.bool_) if t.name == "i1" else t.dtype
+    isrc, ir = c.slot(src), c.slot(op.result)
+
+    def step(senv):
+        senv[ir] = np.asarray(senv[isrc][pos]).astype(dt)
+
+    return step
+
+
+@_native("tensor.expand_shape", "tensor.collapse_shape")
+def _reshape(b, op, plain):
+    t = op.result.type
+    if len(op.operands) != 1 or not t.is_static or not b.varies(op.operands[0]):
+        return None
+    shape = (b.C,) + tuple(t.shape)
+    isrc, ir = b.c.slot(op.operands[0]), b.c.slot(op.result)
+
+    def step(senv):
+        senv[ir] = senv[isrc].reshape(shape)
+
+    return step
+
+
+# -- access tiles, loads, stores ---------------------------------------------------------------
+
+@_native("ktdp.construct_access_tile")
+def _access_tile(b, op, plain):
+    from . import affine
+    from .ops.ktdp import _anchor_fn, _tile_geometry
+
+    c = b.c
+    base = op.groups["base"][0]
+    if b.varies(base) or op.groups["symbols"]:
+        return None
+    s, order = op.attrs["access_tile_set"], op.attrs["access_tile_order"]
+    box, perm, _, is_perm = _tile_geometry(s, order)
+    if box is None or not is_perm or s.num_syms:
+        return None
+    los = tuple(b_.lo[1] if b_.lo[0] == "c" else affine.eval_bound(b_.lo, ()) for b_ in box)
+    ext = tuple(affine.eval_bound(b_.hi, ()) - lo + 1 for b_, lo in zip(box, los))
+    shape = tuple(ext[p] for p in perm) if perm is not None else ext
+    lo_fn = _anchor_fn(c, op.attrs["base_map"], op.groups["indices"], los)
+    ibase, ir = c.slot(base), c.slot(op.result)
+    C = b.C
+    rank = len(ext)
+
+    def step(senv):
+        corner = lo_fn(senv)  # ints and [C] arrays: the anchor code is + - * // % on them
+        los_ = np.empty((C, rank), np.int64)
+        for d in range(rank):
+            los_[:, d] = corner[d]
+        senv[ir] = StackedTile(senv[ibase], los_, ext, perm, shape)
+
+    return step
+
+
+class _Access:
+    """Where a stacked tile's boxes lie in its view's array, checked once per (view, corners):
+    ``slices`` (one box of ``view.nd`` per core) and, when the corners are in arithmetic
+    progression, ``start``/``core_stride`` for one strided [C, *ext] view of all of them;
+    ``disjoint``: no two cores' boxes share memory (computed by the first store)."""
+
+    __slots__ = ("view", "generation", "slices", "start", "core_stride", "disjoint", "local",
+                 "ext")
+
+
+def _disjoint(a: "_Access") -> bool:
+    """No two cores' boxes share an element of memory (then the cores' stores commute)."""
+    local, ext = a.local, a.ext
+    C = local.shape[0]
+    if C == 1:
+        return True
+    nd = a.view.nd
+    if a.start is not None and _non_overlapping_layout(nd):
+        # boxes in arithmetic progression: adjacent cores are the closest pair
+        step = np.abs(local[1] - local[0])
+        return bool((step >= ext).any())
+    elem = np.asarray(nd.strides, np.int64) // nd.itemsize
+    rank = len(ext)
+    offs = 0
+    for d in range(rank):
+        shape = [1] * (rank + 1)
+        shape[d + 1] = int(ext[d])
+        offs = offs + (local[:, d].reshape([C] + [1] * rank) +
+                       np.arange(int(ext[d]), dtype=np.int64).reshape(shape)) * elem[d]
+    flat = np.asarray(offs).reshape(-1)
+    return np.unique(flat).size == flat.size
+
+
+def _non_overlapping_layout(nd) -> bool:
+    """Distinct indices of ``nd`` address distinct elements (each positive stride at least the
+    span of the smaller ones, as in any C- or F-ordered box)."""
+    dims = sorted((s, n) for s, n in zip(nd.strides, nd.shape) if n > 1)
+    span = nd.itemsize
+    for s, n in dims:
+        if s < span:
+            return False
+        span = s * n
+    return True
+
+
+def _access(cache: dict, st: StackedTile, hbm) -> _Access:
+    """The checked placement of ``st`` (raises _Fallback for anything the per-core path must
+    decide or report: a general coordinate set, a box outside the set or the memory)."""
+    from .ops.ktdp import View
+
+    key = st.key
+    hit = cache.get(key)
+    view = st.view
+    if hit is not None and hit.view is view and hit.generation == hbm.generation:
+        return hit
+    if type(view) is not View or view.cset is not None or view.nd is None:
+        raise _Fallback
+    los = st.los
+    lo = np.asarray(view.lo, np.int64)
+    hi = np.asarray(view.hi, np.int64)
+    ext = np.asarray(st.ext, np.int64)
+    if (ext <= 0).any() or (los < lo).any() or (los + ext - 1 > hi).any():
+        raise _Fallback  # outside the coordinate set: the per-core run raises the fault
+    local = los - lo
+    nd = view.nd
+    if (local + ext > np.asarray(nd.shape, np.int64)).any():
+        raise _Fallback
+    a = _Access()
+    a.view = view
+    a.generation = hbm.generation
+    a.local = local
+    a.ext = ext
+    a.slices = [tuple(slice(int(x), int(x) + int(e)) for x, e in zip(row, ext)) for row in local]
+    C = los.shape[0]
+    diffs = np.diff(local, axis=0)
+    a.start = a.core_stride = None
+    if C == 1 or (diffs == diffs[0]).all():
+        delta = diffs[0] if C > 1 else np.zeros(len(ext), np.int64)
+        a.start = a.slices[0]
+        a.core_stride = int(sum(int(d) * s for d, s in zip(delta, nd.strides)))
+    a.disjoint = None
+    if len(cache) > 64:
+        cache.clear()
+    cache[key] = a
+    return a
+
+
+def _block(a: _Access, C: int, ext: tuple, writeable: bool):
+    """All cores' boxes as one strided [C, *ext] view, or None (corners not in progression)."""
+    if a.start is None:
+        return None
+    first = a.view.nd[a.start]
+    return _as_strided(first, shape=(C,) + tuple(ext), strides=(a.core_stride,) + first.strides,
+                       writeable=writeable)
+
+
+@_native("ktdp.load")
+def _load(b, op, plain):
+    from .ops.ktdp import _only_matmul_users
+
+    c = b.c
+    if c.xp.name != "numpy":
+        return None
+    it, ir = c.slot(op.operands[0]), c.slot(op.result)
+    C = b.C
+    hbm = c.machine.hbm
+    cache: dict = {}
+    f32 = _only_matmul_users(c, op.result) and op.result.type.elem in ("f16", "bf16")
+    machine = c.machine
+    F32 = np.dtype(np.float32)
+
+    def values(st):
+        view = st.view
+        region = view.region if type(st) is StackedTile else None
+        if region is None or region.mask is not None:
+            raise _Fallback
+        a = _access(cache, st, hbm)
+        data = _block(a, C, st.ext, False)
+        if data is None:
+            nd = view.nd
+            data = np.stack([nd[s] for s in a.slices])
+        if st.perm is not None:
+            data = data.transpose((0,) + tuple(p + 1 for p in st.perm))
+        return data, region
+
+    if f32:
+        # weights feeding matmuls: the stacked f32 copy is cached like load_f32's per-core tiles
+        def step(senv):
+            st = senv[it]
+            if type(st) is not StackedTile:
+                raise _Fallback
+            region = st.view.region
+            fcache = machine.f32_cache
+            key = ("stacked", id(region), id(st.view), st.key, st.ext, st.perm)
+            hit = fcache.get(key)
+            if hit is not None and hit[0] == region.version and hit[1] is region and \
+                    hit[3] is st.view and hit[4] == hbm.generation:
+                senv[ir] = hit[2]
+                return
+            data, region = values(st)
+            arr = data.astype(F32)
+            arr.flags.writeable = False
+            if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
+                if hit is None:
+                    machine.f32_cache_used += arr.nbytes
+                fcache[key] = (region.version, region, arr, st.view, hbm.generation)
+            senv[ir] = arr
+        return step
+
+    def step(senv):
+        st = senv[it]
+        if type(st) is not StackedTile:
+            raise _Fallback
+        data, _ = values(st)
+        senv[ir] = np.array(data, copy=True)
+
+    return step
+
+
+@_native("ktdp.store")
+def _store(b, op, plain):
+    c = b.c
+    if c.xp.name != "numpy":
+        return None
+    value, tile = op.operands[0], op.operands[1]
+    if not b.varies(tile):
+        return None
+    iv, it = c.slot(value), c.slot(tile)
+    C = b.C
+    hbm = c.machine.hbm
+    cache: dict = {}
+    value_varies = b.varies(value)
+
+    def step(senv):
+        st = senv[it]
+        if type(st) is not StackedTile:
+            raise _Fallback
+        view = st.view
+        region = view.region
+        if region is None or region.mask is not None or not region.writable:
+            raise _Fallback
+        a = _access(cache, st, hbm)
+        if a.disjoint is None:
+            a.disjoint = _disjoint(a)
+        v = senv[iv]
+        if not value_varies:
+            v = np.broadcast_to(np.asarray(v), (C,) + tuple(np.shape(v)))
+        if st.perm is not None:
+            inv = np.argsort(st.perm)
+            v = np.asarray(v).transpose((0,) + tuple(int(p) + 1 for p in inv))
+        v = np.asarray(v).reshape((C,) + tuple(st.ext))
+        block = _block(a, C, st.ext, True) if a.disjoint else None
+        if block is None:  # core after core: where boxes overlap, the last core's bytes stay
+            nd = view.nd
+            for k, s in enumerate(a.slices):
+                nd[s] = v[k]
+        else:
+            block[...] = v
+        region.version += 1
+
+    return step
+
+
+@_native("scf.for")
+def _for(b, op, plain):
+    c = b.c
+    lb, ub, st = op.groups["bounds"]
+    block = op.regions[0].block
+    body = b.block(block)
+    C = b.C
+    ilb, iub, ist = c.slot(lb), c.slot(ub), c.slot(st)
+    iv = c.slot(block.args[0])
+    carried = [(c.slot(a), a.type, b.varies(a)) for a in block.args[1:]]
+    inits = [(c.slot(v), b.varies(v)) for v in op.groups["inits"]]
+    last = block.ops[-1] if block.ops else None
+    ys = [(c.slot(v), b.varies(v)) for v in last.operands] \
+        if last is not None and last.name == "scf.yield" else []
+    results = [c.slot(v) for v in op.results]
+    bounds_vary = b.varies(lb) or b.varies(ub) or b.varies(st)
+
+    def trips(senv):
+        lo, hi, s = senv[ilb], senv[iub], senv[ist]
+        if not bounds_vary:
+            if s <= 0:
+                raise _Fallback
+            return lo, s, len(range(lo, hi, s))
+        lo_a, hi_a, s_a = np.broadcast_arrays(np.asarray(lo, np.int64), np.asarray(hi, np.int64),
+                                              np.asarray(s, np.int64))
+        if (s_a <= 0).any():
+            raise _Fallback
+        counts = np.maximum(0, -((lo_a - hi_a) // s_a))
+        if (counts != counts[0]).any():
+            raise _Fallback  # cores run different trip counts
+        return lo, s, int(counts[0])
+
+    def step(senv):
+        lo, s, n = trips(senv)
+        accs = [senv[k] if vk or not va else lift(senv[k], t, C)
+                for (k, vk), (_, t, va) in zip(inits, carried)]
+        for k in range(n):
+            senv[iv] = lo + k * s
+            for (slot, _, _), a in zip(carried, accs):
+                senv[slot] = a
+            for step_ in body:
+                step_(senv)
+            accs = [senv[y] if vy or not va else lift(senv[y], t, C)
+                    for (y, vy), (_, t, va) in zip(ys, carried)]
+        for r, a in zip(results, accs):
+            senv[r] = a
+
+    # a fault inside the body is raised, located, by the body's own steps; only the trip check
+    # sends the whole loop core by core, before anything ran
+    return step
+
+
+def compile_stacked(c, fn: Function) -> StackedPlan | None:
+    """The stacked steps of ``fn`` (compiled by ``c``), or None when stacking cannot pay: a single
+    core, or no op with a stacked form."""
+    if fn.num_cores < 2 or c.xp.name != "numpy":
+        return None
+    b = _Builder(c, fn)
+    steps = b.block(fn.body.block)
+    if b.native == 0:
+        return None
+    if len(b.vary) < c.n_slots:
+        b.vary.extend([False] * (c.n_slots - len(b.vary)))
+    for vid, s in c.slots.items():  # slots made while building the stacked steps
+        if vid in b.vary_ids:
+            b.vary[s] = True
+    return StackedPlan(steps, b.vary, b.native, b.fallback)
+
+
+def run_stacked(plan: StackedPlan, senv: list) -> None:
+    for step in plan.steps:
+        step(senv)
