@@ -1,0 +1,223 @@
+"""The grid as a batch dimension (ktir/stacked.py): one run for all cores must give exactly the
+bytes, and the faults, of running the cores one after the other (``grid_batching=False``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import corpus_missing_reason, corpus_path
+from test_machine import load, program, store, tile, view
+
+from ktir_models import ktir
+from ktir_models.ktir.stacked import varying_values
+
+RNG = np.random.default_rng(7)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint16)
+
+
+def run_both(fn, inputs: list[np.ndarray], out_shape: tuple, stacked_expected: bool = True):
+    """Outputs of ``fn`` with stacking and core by core (every input buffer then the output)."""
+    results = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bufs = [m.hbm.allocate_from(x, name=f"in{k}") for k, x in enumerate(inputs)]
+        out = m.hbm.allocate_from(np.zeros(out_shape, np.float16), name="out")
+        plan = m.compile(fn)
+        if batched:
+            assert (plan._c.stacked is not None) == stacked_expected
+            if stacked_expected:
+                assert plan._c.stacked.native > 0
+        plan.run([b.address for b in bufs] + [out.address])
+        results.append(out.read())
+    return results
+
+
+CORE_ROW = tile("t", "vx", (4, 16), (1, 16), "%core, %c0")
+
+
+def softmax_rows() -> ktir.Function:
+    """Core c: softmax of row c (reduce, extract, splat, exp, divide), stored to row c."""
+    body = (view("vx", "x", (4, 16)) + view("vo", "o", (4, 16)) +
+            "    %core = ktdp.get_compute_tile_id : index\n" + CORE_ROW +
+            load("v", "t", (1, 16)) +
+            "    %ninf = arith.constant -6.0e4 : f16\n"
+            "    %zero = arith.constant 0.0 : f16\n"
+            "    %mi = tensor.splat %ninf : tensor<1xf16>\n"
+            "    %mx = linalg.reduce { arith.maximumf } ins(%v : tensor<1x16xf16>) "
+            "outs(%mi : tensor<1xf16>) dimensions = [1]\n"
+            "    %m = tensor.extract %mx[%c0] : tensor<1xf16>\n"
+            "    %mb = tensor.splat %m : tensor<1x16xf16>\n"
+            "    %sh = arith.subf %v, %mb : tensor<1x16xf16>\n"
+            "    %e = math.exp %sh : tensor<1x16xf16>\n"
+            "    %zi = tensor.splat %zero : tensor<1xf16>\n"
+            "    %su = linalg.reduce { arith.addf } ins(%e : tensor<1x16xf16>) "
+            "outs(%zi : tensor<1xf16>) dimensions = [1]\n"
+            "    %s = tensor.extract %su[%c0] : tensor<1xf16>\n"
+            "    %sb = tensor.splat %s : tensor<1x16xf16>\n"
+            "    %w = arith.divf %e, %sb : tensor<1x16xf16>\n" +
+            tile("to", "vo", (4, 16), (1, 16), "%core, %c0") + store("w", "to", (1, 16)))
+    return program("%x: index, %o: index", body, grid="[4]")
+
+
+def test_softmax_rows_stacked_is_bit_identical_and_correct():
+    x = (RNG.standard_normal((4, 16)) * 3).astype(np.float16)
+    stacked, plain = run_both(softmax_rows(), [x], (4, 16))
+    np.testing.assert_array_equal(bits(stacked), bits(plain))
+    e = np.exp(x.astype(np.float32) - x.max(axis=1, keepdims=True).astype(np.float32))
+    np.testing.assert_allclose(stacked.astype(np.float32), e / e.sum(axis=1, keepdims=True),
+                               atol=2e-3)
+
+
+def scaled_store(row_expr: str, pre: str = "") -> ktir.Function:
+    """Core c loads row c, adds c (as f16) and stores the row at ``row_expr``."""
+    body = (view("vx", "x", (4, 16)) + view("vo", "o", (4, 16)) +
+            "    %core = ktdp.get_compute_tile_id : index\n" + pre + CORE_ROW +
+            load("v", "t", (1, 16)) +
+            "    %ci = arith.index_cast %core : index to i32\n"
+            "    %cf = arith.sitofp %ci : i32 to f16\n"
+            "    %cb = tensor.splat %cf : tensor<1x16xf16>\n"
+            "    %w = arith.addf %v, %cb : tensor<1x16xf16>\n" +
+            tile("to", "vo", (4, 16), (1, 16), f"{row_expr}, %c0") + store("w", "to", (1, 16)))
+    return program("%x: index, %o: index", body, grid="[4]")
+
+
+@pytest.mark.parametrize("row_expr,pre,winners", [
+    ("%core", "", {0: 0, 1: 1, 2: 2, 3: 3}),  # disjoint rows, one strided store
+    ("%half", "    %c2 = arith.constant 2 : index\n    %half = arith.divui %core, %c2 : index\n",
+     {0: 1, 1: 3}),  # two cores per row: the later core's bytes stay
+    ("%c0", "", {0: 3}),  # every core writes row 0 (a uniform tile): the last core wins
+])
+def test_overlapping_stores_keep_core_order(row_expr, pre, winners):
+    x = RNG.standard_normal((4, 16)).astype(np.float16)
+    stacked, plain = run_both(scaled_store(row_expr, pre), [x], (4, 16))
+    np.testing.assert_array_equal(bits(stacked), bits(plain))
+    for row, core in winners.items():
+        np.testing.assert_array_equal(stacked[row], (x[core] + np.float16(core)).astype(np.float16))
+
+
+def strided_loop(upper: int) -> ktir.Function:
+    """Core c handles rows c, c+4, ... < upper of x [8, 16]: each row doubled into o, and the
+    running f16 sum of its rows stored in row c of s [4, 16]."""
+    rows = tile("t", "vx", (8, 16), (1, 16), "%i, %c0")
+    body = (view("vx", "x", (8, 16)) + view("vo", "o", (8, 16)) + view("vs", "s", (4, 16)) +
+            "    %core = ktdp.get_compute_tile_id : index\n"
+            "    %c4 = arith.constant 4 : index\n"
+            f"    %ub = arith.constant {upper} : index\n"
+            "    %z = arith.constant dense<0.0> : tensor<1x16xf16>\n"
+            "    %r = scf.for %i = %core to %ub step %c4 iter_args(%acc = %z) -> "
+            "(tensor<1x16xf16>) {\n" + rows + load("v", "t", (1, 16)) +
+            "    %d = arith.addf %v, %v : tensor<1x16xf16>\n" +
+            tile("to", "vo", (8, 16), (1, 16), "%i, %c0") + store("d", "to", (1, 16)) +
+            "    %n = arith.addf %acc, %v : tensor<1x16xf16>\n"
+            "    scf.yield %n : tensor<1x16xf16>\n    }\n" +
+            tile("ts", "vs", (4, 16), (1, 16), "%core, %c0") + store("r", "ts", (1, 16)))
+    return program("%x: index, %o: index, %s: index", body, grid="[4]")
+
+
+@pytest.mark.parametrize("upper", [8, 6])  # 8: two trips on every core; 6: two on cores 0-1 only
+def test_strided_core_loop_with_carried_values(upper):
+    fn = strided_loop(upper)
+    x = RNG.standard_normal((8, 16)).astype(np.float16)
+    outs = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bx = m.hbm.allocate_from(x, name="x")
+        bo = m.hbm.allocate_from(np.zeros((8, 16), np.float16), name="o")
+        bs = m.hbm.allocate_from(np.zeros((4, 16), np.float16), name="s")
+        m.compile(fn).run([bx.address, bo.address, bs.address])
+        outs.append((bo.read(), bs.read()))
+    (o1, s1), (o2, s2) = outs
+    np.testing.assert_array_equal(bits(o1), bits(o2))
+    np.testing.assert_array_equal(bits(s1), bits(s2))
+    np.testing.assert_array_equal(o1[:upper], (x[:upper] + x[:upper]).astype(np.float16))
+    for c in range(4):
+        expect = np.zeros(16, np.float16)
+        for i in range(c, upper, 4):
+            expect = (expect + x[i]).astype(np.float16)
+        np.testing.assert_array_equal(s1[c], expect)
+
+
+def test_fault_names_the_first_failing_core_as_core_by_core():
+    """Core c reads row 2c of a 4-row view: cores 2 and 3 are outside; core 2 is reported."""
+    body = (view("vx", "x", (4, 16)) + view("vo", "o", (4, 16)) +
+            "    %core = ktdp.get_compute_tile_id : index\n"
+            "    %c2 = arith.constant 2 : index\n"
+            "    %r = arith.muli %core, %c2 : index\n" +
+            tile("t", "vx", (4, 16), (1, 16), "%r, %c0") + load("v", "t", (1, 16)) +
+            tile("to", "vo", (4, 16), (1, 16), "%core, %c0") + store("v", "to", (1, 16)))
+    fn = program("%x: index, %o: index", body, grid="[4]")
+    messages = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bx = m.hbm.allocate_from(np.ones((4, 16), np.float16), name="x")
+        bo = m.hbm.allocate_from(np.zeros((4, 16), np.float16), name="o")
+        with pytest.raises(ktir.EmulationFault) as info:
+            m.compile(fn).run([bx.address, bo.address])
+        assert info.value.core == 2 and info.value.op == "ktdp.load"
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
+def test_varying_values_follow_the_core_id_only():
+    fn = softmax_rows()
+    vary = varying_values(fn)
+    by_name = {v.name: id(v) in vary for op in fn.walk() for v in op.results}
+    assert by_name["%core"] and by_name["%v"] and by_name["%w"] and by_name["%m"]
+    assert not by_name["%vx"] and not by_name["%mi"] and not by_name["%zi"]
+
+
+def test_a_single_core_is_not_stacked():
+    assert ktir.Machine().compile(softmax_rows_on_one_core())._c.stacked is None
+
+
+def softmax_rows_on_one_core() -> ktir.Function:
+    fn = softmax_rows()
+    fn.grid = (1, 1, 1)
+    return fn
+
+
+# ----------------------------------------------------------------------------- corpus nodes
+
+def _node_outputs(directory, node, tensors, inputs, batched):
+    fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
+    machine = ktir.Machine(grid_batching=batched)
+    addresses, outputs = {}, {}
+    for a in node["args"]:
+        rows, cols = tensors[a["tensor"]]
+        if a["is_output"]:
+            outputs[a["name"]] = buf = machine.hbm.allocate((rows, cols), "float16", name=a["name"])
+        else:
+            buf = machine.hbm.allocate_from(inputs[a["tensor"]], name=a["name"])
+        addresses[a["name"]] = buf.address
+    plan = machine.compile(fn)
+    plan.run(addresses)
+    plan.run(addresses)  # the second run takes the cached placements and f32 copies
+    return plan, {name: buf.read() for name, buf in outputs.items()}
+
+
+# scratchy smollm2-135m-prefill: node 6 is the 9-core attention (32 unrolled rows per head),
+# node 10 a 32-core GEMM (its K-loop runs in its batched form inside the stacked run)
+@pytest.mark.parametrize("index", [6, 10])
+def test_corpus_prefill_nodes_stacked_are_bit_identical(index):
+    reason = corpus_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    directory = corpus_path() / "scratchy" / "smollm2-135m-prefill"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    tensors = {t["id"]: (t["rows"], t["cols"]) for t in manifest["tensors"]}
+    node = manifest["nodes"][index]
+    inputs = {a["tensor"]: (RNG.standard_normal(tensors[a["tensor"]]) * 0.5).astype(np.float16)
+              for a in node["args"] if not a["is_output"]}
+    plan, fast = _node_outputs(directory, node, tensors, inputs, True)
+    assert plan._c.stacked is not None and plan._c.stacked.native > 0
+    _, slow = _node_outputs(directory, node, tensors, inputs, False)
+    assert fast.keys() == slow.keys() and fast
+    for name in fast:
+        assert np.isfinite(slow[name]).all()
+        np.testing.assert_array_equal(bits(fast[name]), bits(slow[name]))
+
