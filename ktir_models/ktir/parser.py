@@ -18,6 +18,7 @@ import struct
 from pathlib import Path
 
 from . import affine
+from .op_templates import OpTemplate
 from .errors import Diagnostic, KtirError, Location
 from .ir import (INDEX, AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
@@ -144,6 +145,9 @@ class _LineTokens:
 
 _LINE_CACHE: dict[str, _LineTokens] = {}
 
+# ops parsed before, keyed by their first four token texts (see op_templates.py); newest first
+_OP_TEMPLATES: dict[tuple[str, str, str, str], list[OpTemplate]] = {}
+
 
 def _tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
     """Texts, kinds and offsets of ``text``'s tokens, plus the offset where each line starts.
@@ -180,11 +184,18 @@ def _tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
 
 
 class _Parser:
-    def __init__(self, text: str, filename: str):
+    def __init__(self, text: str, filename: str, cached: bool = True):
+        """``cached=False`` uses neither the line cache nor op templates (the reference path
+        the tests compare the cached one with)."""
         self.text = text
         self.filename = filename
         self.diags: list[Diagnostic] = []
-        self.texts, self.kinds, self.offs, self._line_starts = _tokenize(text)
+        self.templates = _OP_TEMPLATES if cached else None
+        if cached:
+            self.texts, self.kinds, self.offs, self._line_starts = _tokenize(text)
+        else:
+            self.texts, self.kinds, self.offs = _tokenize_text(text)
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         if "bad" in self.kinds:
             j = self.kinds.index("bad")
             raise KtirError.at(self.loc_at(self.offs[j]), f"unexpected character {self.texts[j]!r}")
@@ -194,6 +205,7 @@ class _Parser:
             self.offs.append(len(text))
         self.pos = 0
         self.scopes: list[dict[str, Value]] = []
+        self._lookups: list[tuple[str, Value]] = []  # of the op being parsed, for its template
         self.aliases: dict[str, object] = {}
 
     # -- basics ---------------------------------------------------------------------------
@@ -243,6 +255,7 @@ class _Parser:
         while k >= 0:
             v = scopes[k].get(name)
             if v is not None:
+                self._lookups.append((name, v))
                 return v
             k -= 1
         self.diags.append(Diagnostic(self.loc(i), f"use of undefined value '{name}'"))
@@ -575,6 +588,34 @@ class _Parser:
     # -- ops ------------------------------------------------------------------------------
     def parse_op(self) -> Op:
         start = self.pos
+        cache = self.templates
+        if cache is None:
+            return self._parse_op(start)[0]
+        texts = self.texts
+        key = (texts[start], texts[start + 1], texts[start + 2], texts[start + 3])
+        templates = cache.get(key)
+        if templates is not None:
+            for template in templates:
+                op = template.replay(self, start)
+                if op is not None:
+                    return op
+        outer_lookups = self._lookups
+        self._lookups = lookups = []
+        ndiags = len(self.diags)
+        op, alias = self._parse_op(start)
+        self._lookups = outer_lookups
+        if len(self.diags) == ndiags:
+            template = OpTemplate.record(texts, self.kinds, start, self.pos, op, lookups, alias)
+            if template is not None:
+                if len(cache) > 100_000:  # bound what unrelated programs can pile up
+                    cache.clear()
+                templates = cache.setdefault(key, [])
+                templates.insert(0, template)
+                del templates[8:]
+        return op
+
+    def _parse_op(self, start: int) -> tuple[Op, str | None]:
+        """The op at token ``start`` and the ``%x`` alias of a ``%x:N`` result list (or None)."""
         loc = self.loc()
         names: list[tuple[str, Location]] = []
         count = None
@@ -614,7 +655,7 @@ class _Parser:
             op.results.append(self.define(rname, rtype, rloc, op, k))
         if alias is not None and op.results:
             self.scopes[-1][alias] = op.results[0]
-        return op
+        return op, alias
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1245,14 +1286,17 @@ for _n in ("exp exp2 log log2 log10 log1p sqrt rsqrt tanh sin cos erf powf absf 
 KNOWN_OPS = frozenset(_HANDLERS)
 
 
-def parse_text(text: str, filename: str = "<string>") -> Module:
-    """Parse KTIR text into a :class:`Module` (no verification). Raises :class:`KtirError`."""
+def parse_text(text: str, filename: str = "<string>", cached: bool = True) -> Module:
+    """Parse KTIR text into a :class:`Module` (no verification). Raises :class:`KtirError`.
+
+    ``cached`` (the default) reuses tokenized lines and recorded op parses of earlier texts;
+    the result is the same as with ``cached=False`` (tests/ktir/test_parse_cache.py)."""
     # The parser allocates many small objects and no garbage cycles; pausing the cyclic GC
     # avoids repeated full-heap scans while a large program is built (about a third of the time).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Parser(text, filename).parse_module()
+        return _Parser(text, filename, cached).parse_module()
     finally:
         if was_enabled:
             gc.enable()
