@@ -288,6 +288,7 @@ class AffineMap:
     num_syms: int
     results: tuple[Expr, ...]
     _fn: object = field(default=None, repr=False, compare=False)
+    _perm: object = field(default=False, repr=False, compare=False)  # False: not computed yet
 
     @property
     def num_results(self) -> int:
@@ -298,10 +299,15 @@ class AffineMap:
 
     def permutation(self) -> tuple[int, ...] | None:
         """The dim permutation when every result is a distinct plain dimension, else None."""
-        if len(self.results) != self.num_dims or any(r[0] != "d" for r in self.results):
-            return None
-        perm = tuple(r[1] for r in self.results)
-        return perm if sorted(perm) == list(range(self.num_dims)) else None
+        perm = self._perm
+        if perm is False:  # computed once per map (parsed maps are shared across a program)
+            perm = None
+            if len(self.results) == self.num_dims and all(r[0] == "d" for r in self.results):
+                perm = tuple(r[1] for r in self.results)
+                if sorted(perm) != list(range(self.num_dims)):
+                    perm = None
+            object.__setattr__(self, "_perm", perm)
+        return perm
 
     def evaluator(self):
         """``f(dims..., syms...) -> tuple`` working on ints or numpy arrays."""

@@ -104,34 +104,37 @@ class OpTemplate:
     def replay(self, parser, start: int) -> Op | None:
         """A fresh op parsed from ``parser``'s tokens at ``start``, or None when this template
         does not apply there (other tokens, an unresolved name, other operand types)."""
-        if parser.texts[start:start + len(self.texts)] != self.texts:
+        texts = self.texts
+        if parser.texts[start:start + len(texts)] != texts:
             return None
         scopes = parser.scopes
+        top = scopes[-1]
         values = []
         for name, want in zip(self.names, self.types):
-            k = len(scopes) - 1
-            while k >= 0:
-                v = scopes[k].get(name)
-                if v is not None:
-                    break
-                k -= 1
-            else:
-                return None  # undefined: the ordinary parse reports it
-            if not _same_type(v.type, want):
+            v = top.get(name)
+            if v is None:
+                k = len(scopes) - 2
+                while k >= 0:
+                    v = scopes[k].get(name)
+                    if v is not None:
+                        break
+                    k -= 1
+                else:
+                    return None  # undefined: the ordinary parse reports it
+            if v.type is not want and not _same_type(v.type, want):
                 return None
             values.append(v)
         loc = parser.loc_at(parser.offs[start])
-        op = Op(self.name, loc)
-        op.operands = [values[k] for k in self.operands]
-        op.groups = {g: [values[k] for k in idx] for g, idx in self.groups}
         attrs = dict(self.attrs)
         for key in self.copied_keys:
             attrs[key] = _fresh(attrs[key])
-        op.attrs = attrs
-        results = op.results
+        results: list[Value] = []
+        op = Op(self.name, loc, [values[k] for k in self.operands], results, attrs, [],
+                {g: [values[k] for k in idx] for g, idx in self.groups})
+        define = parser.define
         for k, (rname, rtype) in enumerate(self.results):
-            results.append(parser.define(rname, rtype, loc, op, k))
+            results.append(define(rname, rtype, loc, op, k))
         if self.alias is not None and results:
-            scopes[-1][self.alias] = results[0]
+            top[self.alias] = results[0]
         parser.pos = start + self.consumed
         return op

@@ -576,10 +576,11 @@ class _Parser:
                         self.expect(")", "closing the block arguments")
                         break
             self.expect(":", "after the block label")
-        while self.peek() != "}":
-            if self.kind() == "eof":
+        texts, kinds, ops, parse_op = self.texts, self.kinds, block.ops, self.parse_op
+        while texts[self.pos] != "}":
+            if kinds[self.pos] == "eof":
                 self.fail("unexpected end of file: missing '}'")
-            block.ops.append(self.parse_op())
+            ops.append(parse_op())
         self.pos += 1
         if open_scope:
             self.scopes.pop()

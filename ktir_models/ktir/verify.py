@@ -703,19 +703,21 @@ def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
         if op.name in _TERMINATOR_PARENTS and parent not in _TERMINATOR_PARENTS[op.name]:
             _fail(f"'{op.name}' may only end a region of "
                   f"{' / '.join(_TERMINATOR_PARENTS[op.name])}")
-        if any(isinstance(v.type, ScalarType) and v.type.name == "<undefined>"
-               for v in op.operands):
-            return  # already reported as an undefined value
+        for v in op.operands:
+            t = v.type
+            if isinstance(t, ScalarType) and t.name == "<undefined>":
+                return  # already reported as an undefined value
         if rule.check is not None:
             rule.check(op)
     except _Bad as exc:
         diags.append(Diagnostic(op.loc, str(exc)))
     except (KeyError, IndexError, AttributeError, TypeError, ValueError) as exc:
         diags.append(Diagnostic(op.loc, f"malformed '{op.name}': {exc!r}"))
-    for r in op.regions:
-        for b in r.blocks:
-            for inner in b.ops:
-                _verify_op(inner, op.name, diags)
+    if op.regions:
+        for r in op.regions:
+            for b in r.blocks:
+                for inner in b.ops:
+                    _verify_op(inner, op.name, diags)
 
 
 def verify_function(fn: Function) -> list[Diagnostic]:
