@@ -235,6 +235,7 @@ class _Compiled:
     template: list
     arg_slots: list[int]
     stacked: object = None  # stacked.StackedPlan: the whole grid in one run, values stacked
+    rerolled: object = None  # reroll.py: (StackedPlan, template, arg slots) of unrolled repeats
 
 
 class Plan:
@@ -315,6 +316,20 @@ class Plan:
             with np.errstate(all="ignore"):
                 run_stacked(c.stacked, senv)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
+        if c.rerolled is not None and machine.grid_batching:
+            from .stacked import Contexts, run_stacked
+
+            splan, template, arg_slots = c.rerolled
+            senv = list(template)
+            senv[0] = Contexts([CoreContext(0, (0, 0, 0), machine, fn.name, None)] * splan.C)
+            for s, v in zip(arg_slots, values):
+                senv[s] = v
+            try:
+                with np.errstate(all="ignore"):
+                    run_stacked(splan, senv)
+                return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
+            except EmulationFault:
+                pass  # rerun plainly (reroll.py: same bytes), which locates the fault exactly
         exchange = _Exchange(n) if self.inter_tile else None
         envs = []
         for core in range(n):
@@ -388,8 +403,13 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
         from .stacked import compile_stacked
 
         stacked = compile_stacked(c, fn)
+    rerolled = None
+    if fn.num_cores == 1 and not faults and getattr(machine, "checks", None) is None:
+        from .reroll import compile_rerolled
+
+        rerolled = compile_rerolled(c, fn)
     template = [None] * c.n_slots
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
-    return Plan(machine, fn, _Compiled(steps, template, arg_slots, stacked), peak,
+    return Plan(machine, fn, _Compiled(steps, template, arg_slots, stacked, rerolled), peak,
                 c.uses_inter_tile)

@@ -127,9 +127,13 @@ def _involved(op: Op) -> list:
     return vals
 
 
-def varying_values(fn: Function) -> set[int]:
-    """ids of the values that may differ between cores (a fixpoint over loops' carried values)."""
-    vary: set[int] = set()
+def varying_values(fn: Function, seeds: set[int] | None = None, ops: list | None = None) \
+        -> set[int]:
+    """ids of the values that may differ between cores (a fixpoint over loops' carried values):
+    results of ``get_compute_tile_id`` and per-core LX views, or, given ``seeds`` (value ids),
+    those, and everything computed from them by ``ops`` (default: the function body)."""
+    vary: set[int] = set(seeds or ())
+    seed_ops = seeds is None
 
     def visit_block(block) -> bool:
         changed = False
@@ -142,10 +146,10 @@ def varying_values(fn: Function) -> set[int]:
         for r in op.regions:
             for b in r.blocks:
                 changed |= visit_block(b)
-        seeded = op.name == "ktdp.get_compute_tile_id" or (
+        seeded = seed_ops and (op.name == "ktdp.get_compute_tile_id" or (
             op.name == "ktdp.construct_memory_view" and
             getattr(op.attrs.get("memory_space"), "core", 0) is None and
-            getattr(op.attrs.get("memory_space"), "kind", "hbm") != "hbm")
+            getattr(op.attrs.get("memory_space"), "kind", "hbm") != "hbm"))
         dep = seeded or any(id(v) in vary for v in _outside_uses(op))
         if op.name == "scf.for" and op.regions:
             block = op.regions[0].block
@@ -169,7 +173,14 @@ def varying_values(fn: Function) -> set[int]:
                     changed = True
         return changed
 
-    while visit_block(fn.body.block):
+    class _Ops:  # a block-like view of the ops analysed
+        pass
+
+    body = fn.body.block
+    if ops is not None:
+        body = _Ops()
+        body.ops = ops
+    while visit_block(body):
         pass
     return vary
 
@@ -182,7 +193,8 @@ class StackedPlan:
     """Steps over a stacked env (slot 0: a PerCore of the cores' contexts); ``native`` and
     ``fallback`` count the op steps of each kind (nested ones included)."""
 
-    def __init__(self, steps: list, vary: list, native: int, fallback: int):
+    def __init__(self, steps: list, vary: list, native: int, fallback: int, C: int = 0):
+        self.C = C
         self.steps = steps
         self.vary = vary
         self.native = native
@@ -190,11 +202,14 @@ class StackedPlan:
 
 
 class _Builder:
-    def __init__(self, c, fn: Function):
+    """Stacked steps over ``C`` cores (real ones, or the repeated groups of reroll.py) of the
+    values ``vary_ids``; ``grid`` gives the coordinates of ``get_compute_tile_id``."""
+
+    def __init__(self, c, C: int, grid: tuple, vary_ids: set[int]):
         self.c = c
-        self.fn = fn
-        self.C = fn.num_cores
-        self.vary_ids = varying_values(fn)
+        self.C = C
+        self.grid = grid
+        self.vary_ids = vary_ids
         self.vary = [False] * c.n_slots
         self.vary[0] = True
         for vid, s in c.slots.items():
@@ -202,6 +217,7 @@ class _Builder:
                 self._mark(s)
         self.native = 0
         self.fallback = 0
+        self.preset: dict = {}  # id(op) -> a step to use as it is (reroll.py's group constants)
 
     def _mark(self, s: int) -> None:
         if s >= len(self.vary):
@@ -210,6 +226,17 @@ class _Builder:
 
     def varies(self, v) -> bool:
         return id(v) in self.vary_ids
+
+    def finish(self, steps: list) -> StackedPlan:
+        """The plan, once every step is built (slots made meanwhile get their flags too)."""
+        b = self
+        c = b.c
+        if len(b.vary) < c.n_slots:
+            b.vary.extend([False] * (c.n_slots - len(b.vary)))
+        for vid, s in c.slots.items():  # slots made while building the stacked steps
+            if vid in b.vary_ids:
+                b.vary[s] = True
+        return StackedPlan(steps, b.vary, b.native, b.fallback, b.C)
 
     def uniform(self, op: Op, plain):
         """``plain`` run once; a failure is reported for core 0, as the lock-step run would (every
@@ -240,6 +267,8 @@ class _Builder:
 
     def op(self, op: Op):
         c = self.c
+        if id(op) in self.preset:
+            return self.preset[id(op)]
         plain = c.step_of.get(id(op))
         if plain is None:
             return None  # folded at compile time, or a terminator read by its parent
@@ -381,8 +410,7 @@ def _matmul(b, op, plain):
 
 @_native("ktdp.get_compute_tile_id")
 def _tile_id(b, op, plain):
-    fn = b.fn
-    X, Y, _ = fn.grid
+    X, Y, _ = b.grid
     cores = np.arange(b.C, dtype=np.int64)
     coords = [cores % X, (cores // X) % Y, cores // (X * Y)]
     slots = [b.c.slot(r) for r in op.results]
@@ -798,18 +826,15 @@ def compile_stacked(c, fn: Function) -> StackedPlan | None:
     core, or no op with a stacked form."""
     if fn.num_cores < 2 or c.xp.name != "numpy":
         return None
-    b = _Builder(c, fn)
+    b = _Builder(c, fn.num_cores, fn.grid, varying_values(fn))
     steps = b.block(fn.body.block)
     if b.native == 0:
         return None
-    if len(b.vary) < c.n_slots:
-        b.vary.extend([False] * (c.n_slots - len(b.vary)))
-    for vid, s in c.slots.items():  # slots made while building the stacked steps
-        if vid in b.vary_ids:
-            b.vary[s] = True
-    return StackedPlan(steps, b.vary, b.native, b.fallback)
+    return b.finish(steps)
 
 
 def run_stacked(plan: StackedPlan, senv: list) -> None:
     for step in plan.steps:
         step(senv)
+
+

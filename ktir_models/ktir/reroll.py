@@ -1,0 +1,267 @@
+"""Unrolled repeats as a batch dimension: N isomorphic, independent op groups run as one.
+
+Emitted single-core kernels often unroll a loop by hand: the scratchy decode attention node is a
+prefix (views, shared constants, the mask load) followed by 9 copies of one head's ~68 ops that
+differ only in a few ``arith.constant`` values (the head's columns). :func:`find_repeats` finds
+such a structure; :func:`compile_rerolled` then compiles the prefix and the *first* group with
+those differing constants as per-group values [N], and builds stacked steps (stacked.py) over N
+"virtual cores", one per group: every head in one pass of ~68 steps instead of ~600.
+
+Accepted only when running the groups side by side cannot change a byte:
+
+* the top level is ``prefix + N groups + terminator``; group g's ops correspond one to one to
+  group 0's (same op kinds, types, attributes, nested bodies), and every operand is either the
+  corresponding value of the same group or the *same* value from the prefix;
+* only constants may differ between groups, and no value of a group is used outside it;
+* no view that any op stores to is loaded anywhere in the function, and the prefix stores nothing,
+  so no group reads what another group (or itself) wrote, and running the function again writes
+  the same bytes: a fault raised by the rerolled run is reported by rerunning the plain plan, which
+  locates it at the right group's op exactly as without rerolling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ir import Function, Op, ScalarType
+
+_MIN_OPS = 40  # below this the plain steps cost less than the detection is worth
+
+
+@dataclass
+class Repeats:
+    """``fn``'s top level: ops[:start] prefix, then ``count`` groups of ``period`` ops, then the
+    terminator; ``differing``: positions (within a group) of constants whose value differs."""
+
+    start: int
+    period: int
+    count: int
+    differing: list[int]
+
+
+_REPR: dict = {}  # id(attribute object) -> (object, its repr); parsed attributes are shared
+
+
+def _repr(v) -> str:
+    hit = _REPR.get(id(v))
+    if hit is not None and hit[0] is v:
+        return hit[1]
+    text = repr(v)
+    if len(_REPR) > 100_000:
+        _REPR.clear()
+    _REPR[id(v)] = (v, text)
+    return text
+
+
+def _signature(op: Op):
+    """A cheap key for finding the period (types are shared objects per text, so their ids
+    mostly agree); :func:`_iso` then checks the correspondence in full."""
+    return (op.name, len(op.operands), len(op.regions),
+            tuple(r.type.name if isinstance(r.type, ScalarType) else id(r.type) for r in op.results))
+
+
+def _period(sig: list[int]) -> tuple[int, int, int] | None:
+    """(start, period, count) with sig[start:] = count repeats of one period, count >= 2; the
+    shortest prefix wins, then the shortest period."""
+    n = len(sig)
+    for start in range(0, min(n // 2, 200)):
+        first = sig[start]
+        m = n - start
+        for period in [p for p in range(2, int(m ** 0.5) + 1) if m % p == 0] + \
+                [m // p for p in range(int(m ** 0.5), 1, -1) if m % p == 0 and m // p > p]:
+            if sig[start + period] != first:
+                continue
+            block = sig[start:start + period]
+            count = (n - start) // period
+            if all(sig[start + g * period:start + (g + 1) * period] == block
+                   for g in range(1, count)):
+                return start, period, count
+    return None
+
+
+def _same_attrs(a: Op, b: Op, skip: str = "") -> bool:
+    """Equal attributes, compared by identity, else by printed form (parsed attribute objects
+    need not define ==)."""
+    if a.attrs.keys() != b.attrs.keys():
+        return False
+    for k, va in a.attrs.items():
+        vb = b.attrs[k]
+        if k != skip and va is not vb and _repr(va) != _repr(vb):
+            return False
+    return True
+
+
+def _iso(a: Op, b: Op, vmap: dict, differing: list, pos: int) -> bool:
+    """``a`` (group g) corresponds to ``b`` (group 0): same kind, attributes, nested bodies, and
+    operands mapped through ``vmap`` (group g value id -> group 0 value) or shared."""
+    if a.name != b.name or len(a.operands) != len(b.operands) or \
+            len(a.results) != len(b.results) or len(a.regions) != len(b.regions) or \
+            {k: len(v) for k, v in a.groups.items()} != {k: len(v) for k, v in b.groups.items()}:
+        return False
+    for va, vb in zip(a.operands, b.operands):
+        if vmap.get(id(va), va) is not vb:
+            return False
+    for ra, rb in zip(a.results, b.results):
+        if ra.type is not rb.type and str(ra.type) != str(rb.type):
+            return False
+    if a.name == "arith.constant":
+        va, vb = a.attrs.get("value"), b.attrs.get("value")
+        if va is not vb and _repr(va) != _repr(vb):
+            if pos < 0:
+                return False  # a constant inside a nested body: not a per-group value
+            if pos not in differing:
+                differing.append(pos)
+        if not _same_attrs(a, b, "value"):
+            return False
+    elif not _same_attrs(a, b):
+        return False
+    for ra, rb in zip(a.results, b.results):
+        vmap[id(ra)] = rb
+    for xa, xb in zip(a.regions, b.regions):
+        if len(xa.blocks) != len(xb.blocks):
+            return False
+        for ba, bb in zip(xa.blocks, xb.blocks):
+            if len(ba.ops) != len(bb.ops) or len(ba.args) != len(bb.args):
+                return False
+            for va, vb in zip(ba.args, bb.args):
+                vmap[id(va)] = vb
+            if not all(_iso(oa, ob, vmap, differing, -1) for oa, ob in zip(ba.ops, bb.ops)):
+                return False
+    return True
+
+
+def _walk(op: Op):
+    yield op
+    for r in op.regions:
+        for b in r.blocks:
+            for o in b.ops:
+                yield from _walk(o)
+
+
+def _memory_is_independent(fn: Function, prefix: list[Op]) -> bool:
+    """No view is both stored to and loaded from; the prefix stores nothing; every load and store
+    goes through a direct access tile of a view."""
+    loaded, stored = set(), set()
+    for top in fn.body.block.ops:
+        for op in _walk(top):
+            if op.name not in ("ktdp.load", "ktdp.store"):
+                if op.name.startswith("ktdp.") and op.name not in (
+                        "ktdp.construct_memory_view", "ktdp.construct_access_tile",
+                        "ktdp.get_compute_tile_id"):
+                    return False  # indirect tiles, inter-tile ops, ...: not analysed here
+                continue
+            tile = op.operands[0] if op.name == "ktdp.load" else op.operands[1]
+            owner = tile.owner
+            if owner is None or owner.name != "ktdp.construct_access_tile":
+                return False
+            (stored if op.name == "ktdp.store" else loaded).add(id(owner.groups["base"][0]))
+            if op.name == "ktdp.store" and top in prefix:
+                return False
+    return not (loaded & stored)
+
+
+def find_repeats(fn: Function) -> Repeats | None:
+    """The repeated structure of a single-core function, or None (see the module docstring)."""
+    ops = fn.body.block.ops
+    if fn.num_cores != 1 or len(ops) < _MIN_OPS or ops[-1].name != "return" or \
+            ops[-1].operands:
+        return None
+    body = ops[:-1]
+    ids: dict = {}
+    sig = [ids.setdefault(_signature(op), len(ids)) for op in body]
+    found = _period(sig)
+    if found is None:
+        return None
+    start, period, count = found
+    first = body[start:start + period]
+    differing: list[int] = []
+    for g in range(1, count):
+        vmap: dict = {}
+        group = body[start + g * period:start + (g + 1) * period]
+        for pos, (a, b) in enumerate(zip(group, first)):
+            if not _iso(a, b, vmap, differing, pos):
+                return None
+    # every value a group defines is used inside that group only
+    group_of = {}
+    for k, top in enumerate(body[start:]):
+        for op in _walk(top):
+            group_of[id(op)] = k // period
+    users: dict = {}
+    for op in fn.walk():
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    for k, top in enumerate(body[start:]):
+        g = k // period
+        for op in _walk(top):
+            for r in op.results:
+                if any(group_of.get(id(u)) != g for u in users.get(id(r), ())):
+                    return None
+    if not _memory_is_independent(fn, body[:start]):
+        return None
+    return Repeats(start, period, count, sorted(differing))
+
+
+def compile_rerolled(c_plain, fn: Function):
+    """(stacked plan, template, argument slots) running ``fn``'s repeats side by side, or None.
+    ``c_plain``: the compiler of the plain plan (it holds every group's folded constants)."""
+    from .compile import Compiler
+    from .stacked import _Builder
+
+    if c_plain.xp.name != "numpy" or c_plain.lx_faults:
+        return None
+    rep = find_repeats(fn)
+    if rep is None:
+        return None
+    body = fn.body.block.ops[:-1]
+    prefix = body[:rep.start]
+    first = body[rep.start:rep.start + rep.period]
+    c = Compiler(c_plain.machine, fn)
+    arg_slots = [c.slot(a) for a in fn.args]
+    seeds, preset = set(), {}
+    for pos in rep.differing:
+        op = first[pos]
+        values = []
+        for g in range(rep.count):
+            twin = body[rep.start + g * rep.period + pos]
+            if not c_plain.is_const(twin.result):
+                return None
+            values.append(c_plain.const(twin.result))
+        t = op.result.type
+        if hasattr(t, "shape"):
+            stacked = np.stack([np.asarray(v, dtype=t.dtype) for v in values])
+        elif t.name == "index" or (not t.is_float and t.name != "i1"):
+            stacked = np.asarray([int(v) for v in values], dtype=np.int64)
+        else:
+            stacked = np.asarray(values, dtype=t.dtype)
+        stacked.flags.writeable = False
+        slot = c.slot(op.result)
+
+        def step(senv, slot=slot, stacked=stacked):
+            senv[slot] = stacked
+
+        step.op = op
+        preset[id(op)] = step
+        seeds.add(id(op.result))
+    for op in prefix + first:
+        if id(op) in preset:
+            c.step_of[id(op)] = preset[id(op)]
+            continue
+        step = c.builders[op.name](c, op)
+        if step is not None:
+            step.op = op
+        c.step_of[id(op)] = step
+    from .stacked import varying_values
+
+    vary_ids = varying_values(fn, seeds=seeds, ops=prefix + first)
+    b = _Builder(c, rep.count, (rep.count, 1, 1), vary_ids)
+    b.preset = preset
+    steps = [s for s in (b.op(op) for op in prefix + first) if s is not None]
+    if b.native == 0:
+        return None
+    plan = b.finish(steps)
+    template = [None] * c.n_slots
+    for s, v in c.consts.items():
+        template[s] = c.xp.from_const(v)
+    return plan, template, arg_slots
