@@ -60,7 +60,7 @@ class OpTemplate:
     """The recorded parse of one op (see the module docstring for when it may be replayed)."""
 
     __slots__ = ("texts", "consumed", "name", "names", "types", "operands", "groups", "attrs",
-                 "copied_keys", "results", "alias")
+                 "flat_keys", "deep_keys", "results", "alias", "operands_in_order")
 
     def __init__(self, texts, consumed, name, names, types, operands, groups, attrs, results,
                  alias):
@@ -72,7 +72,13 @@ class OpTemplate:
         self.operands: tuple[int, ...] = operands  # op.operands as indices into names
         self.groups: tuple = groups  # (group name, indices into names) in op.groups order
         self.attrs: dict = attrs
-        self.copied_keys = tuple(k for k, v in attrs.items() if type(v) in (list, tuple))
+        # attribute lists to copy per replay: flat ones with a slice, nested ones recursively
+        self.flat_keys = tuple(k for k, v in attrs.items() if type(v) is list
+                               and not any(type(x) in (list, tuple) for x in v))
+        self.deep_keys = tuple(k for k, v in attrs.items() if type(v) in (list, tuple)
+                               and k not in self.flat_keys)
+        # the common case: the operands are the looked-up values, in lookup order
+        self.operands_in_order = operands == tuple(range(len(names)))
         self.results: tuple = results  # (result name, result type) per result
         self.alias: str | None = alias  # `%x:N` binds %x to the first result too
 
@@ -124,13 +130,18 @@ class OpTemplate:
             if v.type is not want and not _same_type(v.type, want):
                 return None
             values.append(v)
-        loc = parser.loc_at(parser.offs[start])
-        attrs = dict(self.attrs)
-        for key in self.copied_keys:
+        loc = parser.loc(start)
+        attrs = self.attrs.copy()
+        for key in self.flat_keys:
+            attrs[key] = attrs[key][:]
+        for key in self.deep_keys:
             attrs[key] = _fresh(attrs[key])
+        groups = {}
+        for g, idx in self.groups:
+            groups[g] = [values[k] for k in idx]
         results: list[Value] = []
-        op = Op(self.name, loc, [values[k] for k in self.operands], results, attrs, [],
-                {g: [values[k] for k in idx] for g, idx in self.groups})
+        operands = values if self.operands_in_order else [values[k] for k in self.operands]
+        op = Op(self.name, loc, operands, results, attrs, [], groups)
         define = parser.define
         for k, (rname, rtype) in enumerate(self.results):
             results.append(define(rname, rtype, loc, op, k))

@@ -149,7 +149,34 @@ _LINE_CACHE: dict[str, _LineTokens] = {}
 _OP_TEMPLATES: dict[tuple[str, str, str, str], list[OpTemplate]] = {}
 
 
-def _tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
+class _LineOffsets:
+    """Token index -> offset in the text, for a text tokenized line by line.
+
+    Computed only when asked (for an op's or a value's Location, or an error): building one int
+    per token up front cost more than the rest of tokenizing. ``first[k]`` is the index of line
+    k's first token (lines without tokens repeat the next line's), ``rels[k]`` its tokens'
+    offsets from the line start; indices past the last token are the end of the text (the
+    parser's sentinels)."""
+
+    __slots__ = ("first", "rels", "starts", "count", "end")
+
+    def __init__(self, first: list[int], rels: list[list[int]], starts: list[int], count: int,
+                 end: int):
+        self.first, self.rels, self.starts, self.count, self.end = first, rels, starts, count, end
+
+    def line_col(self, i: int) -> tuple[int, int]:
+        """1-based line and column of token ``i`` (``i < count``)."""
+        k = bisect.bisect_right(self.first, i) - 1  # the last line starting at or before i
+        return k + 1, self.rels[k][i - self.first[k]] + 1
+
+    def __getitem__(self, i: int) -> int:
+        if i >= self.count:
+            return self.end
+        line, col = self.line_col(i)
+        return self.starts[line - 1] + col - 1
+
+
+def _tokenize(text: str) -> tuple[list[str], list[str], list[int] | _LineOffsets, list[int]]:
     """Texts, kinds and offsets of ``text``'s tokens, plus the offset where each line starts.
 
     Node files of one program repeat the same few thousand lines tens of thousands of times, so
@@ -160,14 +187,16 @@ def _tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
     :func:`_tokenize_text`."""
     texts: list[str] = []
     kinds: list[str] = []
-    offs: list[int] = []
     starts: list[int] = []
+    first: list[int] = []
+    rels: list[list[int]] = []
     cache = _LINE_CACHE
     if len(cache) > 200_000:  # bound the memory a long session of unrelated programs can hold
         cache.clear()
     base = 0
     for line in text.split("\n"):
         starts.append(base)
+        first.append(len(texts))
         entry = cache.get(line)
         if entry is None:
             entry = _LineTokens(line)
@@ -175,12 +204,12 @@ def _tokenize(text: str) -> tuple[list[str], list[str], list[int], list[int]]:
         if not entry.safe:
             texts, kinds, offs = _tokenize_text(text)
             return texts, kinds, offs, [0] + [m.end() for m in re.finditer("\n", text)]
+        rels.append(entry.rels)
         if entry.texts:
             texts += entry.texts
             kinds += entry.kinds
-            offs += map(base.__add__, entry.rels)
         base += len(line) + 1
-    return texts, kinds, offs, starts
+    return texts, kinds, _LineOffsets(first, rels, starts, len(texts), len(text)), starts
 
 
 class _Parser:
@@ -202,7 +231,8 @@ class _Parser:
         for _ in range(4):  # sentinels: peek(k) never runs off the end
             self.kinds.append("eof")
             self.texts.append("<end of file>")
-            self.offs.append(len(text))
+        if type(self.offs) is list:
+            self.offs += [len(text)] * 4
         self.pos = 0
         self.scopes: list[dict[str, Value]] = []
         self._lookups: list[tuple[str, Value]] = []  # of the op being parsed, for its template
@@ -214,7 +244,13 @@ class _Parser:
         return Location(self.filename, line, offset - self._line_starts[line - 1] + 1)
 
     def loc(self, i: int | None = None) -> Location:
-        return self.loc_at(self.offs[self.pos if i is None else i])
+        if i is None:
+            i = self.pos
+        offs = self.offs
+        if type(offs) is _LineOffsets and i < offs.count:
+            line, col = offs.line_col(i)
+            return Location(self.filename, line, col)
+        return self.loc_at(offs[i])
 
     def fail(self, message: str, i: int | None = None):
         raise KtirError(self.diags + [Diagnostic(self.loc(i), message)])
