@@ -252,6 +252,8 @@ class Plan:
         self._batchable = any(hasattr(step, "batched") for step in compiled.steps)
         self._all_int_args = all(isinstance(a.type, ScalarType) and not a.type.is_float and
                                  a.type.name != "i1" for a in fn.args)
+        self._reroll_from = None  # the Compiler, while unrolled repeats may still be rerolled
+        self._runs = 0
 
     def _bind(self, args) -> list:
         fn = self.fn
@@ -316,6 +318,13 @@ class Plan:
             with np.errstate(all="ignore"):
                 run_stacked(c.stacked, senv)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
+        if self._reroll_from is not None and machine.grid_batching:
+            self._runs += 1
+            if self._runs >= 2:  # run again: worth the analysis (~5 ms for a 600-op kernel)
+                from .reroll import compile_rerolled
+
+                c.rerolled = compile_rerolled(self._reroll_from, fn)
+                self._reroll_from = None
         if c.rerolled is not None and machine.grid_batching:
             from .stacked import Contexts, run_stacked
 
@@ -403,13 +412,14 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
         from .stacked import compile_stacked
 
         stacked = compile_stacked(c, fn)
-    rerolled = None
-    if fn.num_cores == 1 and not faults and getattr(machine, "checks", None) is None:
-        from .reroll import compile_rerolled
-
-        rerolled = compile_rerolled(c, fn)
     template = [None] * c.n_slots
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
-    return Plan(machine, fn, _Compiled(steps, template, arg_slots, stacked, rerolled), peak,
+    plan = Plan(machine, fn, _Compiled(steps, template, arg_slots, stacked), peak,
                 c.uses_inter_tile)
+    from .reroll import is_candidate
+
+    if fn.num_cores == 1 and not faults and getattr(machine, "checks", None) is None and \
+            is_candidate(c, fn):
+        plan._reroll_from = c  # analysed at the plan's second run (reroll.py)
+    return plan

@@ -7,6 +7,10 @@ such a structure; :func:`compile_rerolled` then compiles the prefix and the *fir
 those differing constants as per-group values [N], and builds stacked steps (stacked.py) over N
 "virtual cores", one per group: every head in one pass of ~68 steps instead of ~600.
 
+The analysis costs a few milliseconds per long kernel (~5 ms for the 629-op smollm2 attention,
+more than one run saves), so a plan does it at its *second* run (compile.Plan.run): a program run
+once never pays, one run again and again (passes, generation) pays once.
+
 Accepted only when running the groups side by side cannot change a byte:
 
 * the top level is ``prefix + N groups + terminator``; group g's ops correspond one to one to
@@ -201,6 +205,12 @@ def find_repeats(fn: Function) -> Repeats | None:
     if not _memory_is_independent(fn, body[:start]):
         return None
     return Repeats(start, period, count, sorted(differing))
+
+
+def is_candidate(c, fn: Function) -> bool:
+    """Cheap pre-check: a single-core function on the numpy back end, long enough to hold
+    repeats worth the analysis."""
+    return c.xp.name == "numpy" and fn.num_cores == 1 and len(fn.body.block.ops) >= _MIN_OPS
 
 
 def compile_rerolled(c_plain, fn: Function):
