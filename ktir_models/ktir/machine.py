@@ -267,14 +267,12 @@ class Machine:
     """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`.
 
     ``backend`` is where tensors live and compute (:mod:`.backends`): a back-end object, or a name
-    (``"numpy"``, the default, or ``"torch"``) combined with ``device``. ``threads``: how many
-    host threads may share one step's independent matmuls and f16 chains (threads.py).
+    (``"numpy"``, the default, or ``"torch"``) combined with ``device``.
     """
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
-                 backend="numpy", device: str = "auto", grid_batching: bool = True,
-                 threads: int | None = None):
+                 backend="numpy", device: str = "auto", grid_batching: bool = True):
         if isinstance(backend, str):
             from .backends import make_backend
 
@@ -283,11 +281,6 @@ class Machine:
         # run multi-core grids in lock step, batching steps that support it across cores
         # (compile.run_lockstep); False runs core after core (the plain plan)
         self.grid_batching = bool(grid_batching)
-        # threads for the big independent pieces of a step (threads.py; results do not depend on
-        # the count): default the BLAS thread setting, else the usable CPUs
-        from .threads import Workers, default_threads
-
-        self.workers = Workers(default_threads() if threads is None else threads)
         if num_cores < 1 or num_cores > MAX_CORES:
             raise UserError(f"num_cores must be 1..{MAX_CORES}, got {num_cores}")
         if isinstance(address_unit, str):

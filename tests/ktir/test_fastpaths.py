@@ -18,7 +18,6 @@ from conftest import corpus_missing_reason, corpus_path
 
 from ktir_models import ktir
 from ktir_models.ktir.backends import f16_chain
-from ktir_models.ktir.threads import Workers
 
 RNG = np.random.default_rng(7)
 
@@ -67,42 +66,6 @@ def test_chain_add_f16_torch_matches_numpy(shape):
     assert got_torch.dtype == np.float16 and got_torch.shape == (rows, cols)
 
 
-@pytest.mark.parametrize("use_torch", [False, pytest.param(True, marks=pytest.mark.skipif(
-    not f16_chain.torch_available(), reason="torch is not installed"))])
-@pytest.mark.parametrize("threads", [2, 3, 8])
-def test_chain_split_over_threads_matches_the_plain_chain(use_torch, threads):
-    trips, rows, cols = 12, 2, 1000  # 1000 columns: pieces of 64-aligned widths and a remainder
-    parts = edge_parts(trips, rows * cols).reshape(trips, rows, cols)
-    acc = (RNG.standard_normal((rows, cols)) * 4).astype(np.float16)
-    keep = acc.copy()
-    got = f16_chain.chain_add_f16_split(acc, parts, Workers(threads), use_torch)
-    np.testing.assert_array_equal(bits(got), bits(plain_chain(acc, parts)))
-    np.testing.assert_array_equal(bits(acc), bits(keep))
-
-
-def test_workers_cover_every_index_once_and_reraise_failures():
-    w = Workers(3)
-    for n, align in [(1, 1), (10, 1), (1000, 64), (64, 64), (5, 8)]:
-        ranges = w.ranges(n, align)
-        assert len(ranges) <= 3 and ranges[0][0] == 0 and ranges[-1][1] == n
-        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
-        assert all(lo % align == 0 for lo, _ in ranges)
-    seen = np.zeros(1000, int)
-
-    def mark(lo, hi):
-        seen[lo:hi] += 1
-
-    w.run(mark, w.ranges(1000, 64))
-    assert (seen == 1).all()
-
-    def fail(lo, hi):
-        if lo > 0:
-            raise ValueError(f"piece {lo}")
-
-    with pytest.raises(ValueError, match="piece"):
-        w.run(fail, w.ranges(1000, 64))
-
-
 def test_chain_add_f16_does_not_modify_its_inputs():
     acc = np.ones((1, 8), np.float16)
     parts = np.full((4, 1, 8), 0.5, np.float32)
@@ -120,16 +83,14 @@ def _smollm2_dir(fixture: str = "smollm2-135m"):
     return corpus_path() / "scratchy" / fixture
 
 
-def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, monkeypatch,
-              threads: int | None = None):
+def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, monkeypatch):
     from ktir_models.ktir.ops import scf
 
     with monkeypatch.context() as patch:
         if not batched:
             patch.setattr(scf, "_try_batched_gemm_loop", lambda c, op: None)
         fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
-        # plain: core after core, per-trip loop, one thread
-        machine = ktir.Machine(grid_batching=batched, threads=threads if batched else 1)
+        machine = ktir.Machine(grid_batching=batched)  # plain: core after core, per-trip loop
         addresses, outputs = {}, {}
         for a in node["args"]:
             rows, cols = tensors[a["tensor"]]
@@ -150,8 +111,7 @@ def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool,
     ("smollm2-135m-prefill", 1), ("smollm2-135m-prefill", 2), ("smollm2-135m-prefill", 13),
     pytest.param("smollm2-135m-prefill", 451, marks=pytest.mark.slow),
 ])
-@pytest.mark.parametrize("threads", [1, 3])
-def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, threads, monkeypatch):
+def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, monkeypatch):
     directory = _smollm2_dir(fixture)
     manifest = json.loads((directory / "manifest.json").read_text())
     tensors = {t["id"]: (t["rows"], t["cols"]) for t in manifest["tensors"]}
@@ -163,9 +123,7 @@ def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, threads, mo
         if not a["is_output"]:
             rows, cols = tensors[a["tensor"]]
             inputs[a["tensor"]] = (RNG.standard_normal((rows, cols)) * 0.5).astype(np.float16)
-    # threads > 1: the K-loop's matmuls (by trip or core) and f16 chain (by column) are shared
-    # among threads, which must not change a bit
-    fast = _run_node(directory, node, tensors, inputs, True, monkeypatch, threads)
+    fast = _run_node(directory, node, tensors, inputs, True, monkeypatch)
     plain = _run_node(directory, node, tensors, inputs, False, monkeypatch)
     assert fast.keys() == plain.keys() and fast
     for name in fast:

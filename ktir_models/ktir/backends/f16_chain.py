@@ -82,29 +82,3 @@ def chain_add_f16_tensors(acc, parts):
         for p in parts.to(torch.float16).unbind(0):
             add(p)
     return total
-
-
-def chain_add_f16_split(acc: np.ndarray, parts: np.ndarray, workers, use_torch: bool) -> np.ndarray:
-    """:func:`chain_add_f16` with the columns (last axis) shared among ``workers``' threads: the
-    chain is elementwise, so every column gets exactly the same additions in the same order."""
-    ranges = workers.ranges(acc.shape[-1], align=64)
-    if len(ranges) == 1:
-        return chain_add_f16(acc, parts, use_torch)
-    out = np.array(acc, dtype=np.float16, copy=True)
-    if use_torch:
-        def piece(lo, hi):
-            total = torch.from_numpy(out[..., lo:hi])  # a view: the additions land in ``out``
-            add = total.add_
-            for p in torch.from_numpy(parts[..., lo:hi]).to(torch.float16).unbind(0):
-                add(p)
-
-        with _single_thread():  # one torch thread per piece: the pieces are the parallelism
-            workers.run(piece, ranges)
-        return out
-
-    def piece_np(lo, hi):
-        out[..., lo:hi] = chain_add_f16(out[..., lo:hi], parts[..., lo:hi], False)
-
-    workers.run(piece_np, ranges)
-    return out
-

@@ -74,17 +74,15 @@ def build_matmul(c, op):
     def product(A, B):
         """A @ B; a stack of big products (the grid as a batch, stacked.py) is shared among the
         machine's threads, item by item: each item is the same BLAS call either way."""
-        if not split or B.ndim < 3 or B.shape[0] < 2 or B.nbytes < _SPLIT_BYTES or \
-                A.ndim not in (B.ndim, B.ndim - 1) or (A.ndim == B.ndim and A.shape[0] != B.shape[0]):
+        if not split or B.ndim < 3 or A.ndim != B.ndim or A.shape[0] < 2 or \
+                B.shape[0] != A.shape[0] or B.nbytes < _SPLIT_BYTES:
             return matmul(A, B)
-        stacked_a = A.ndim == B.ndim  # else A is shared by every item (a uniform operand)
-        out = np.empty(np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) +
-                       (A.shape[-2], B.shape[-1]), np.result_type(A, B))
+        out = np.empty(A.shape[:-1] + (B.shape[-1],), np.result_type(A, B))
 
         def piece(lo, hi):
-            np.matmul(A[lo:hi] if stacked_a else A, B[lo:hi], out=out[lo:hi])
+            np.matmul(A[lo:hi], B[lo:hi], out=out[lo:hi])
 
-        workers.run(piece, workers.ranges(B.shape[0]))
+        workers.run(piece, workers.ranges(A.shape[0]))
         return out
 
     def step(env):

@@ -128,9 +128,6 @@ def build_if(c, op):
 # summation order, which the numerics model leaves open.)
 
 _GEMMS = ("linalg.matmul", "linalg.matmul_transpose_b")
-# a K-loop shares its matmuls and f16 chain among the machine's threads (threads.py) from this
-# many bytes of B (or of partials) on: below, handing work to a thread costs more than it saves
-_SPLIT_BYTES = 1 << 20
 
 
 def _k_dim(c, tile_op, iv) -> int | None:
@@ -154,8 +151,7 @@ def _k_dim(c, tile_op, iv) -> int | None:
 
 
 def _try_batched_gemm_loop(c, op):
-    from ..backends.f16_chain import (chain_add_f16, chain_add_f16_split, chain_add_f16_tensors,
-                                      torch_available)
+    from ..backends.f16_chain import chain_add_f16, chain_add_f16_tensors, torch_available
     from .ktdp import Tile, _anchor_fn, load_f32, load_tile
     from .linalg import _is_zero_const
 
@@ -225,32 +221,12 @@ def _try_batched_gemm_loop(c, op):
     xp = c.xp
     matmul, astype, contiguous, transpose = xp.matmul, xp.astype, xp.ascontiguousarray, \
         xp.transpose
-    workers = machine.workers
     if xp.name != "numpy":  # tensors already live in torch: the chain runs there
         def chain(total, parts):
             return chain_add_f16_tensors(total, parts)
-        split = False
     else:
         def chain(total, parts):
-            if parts.nbytes >= _SPLIT_BYTES:
-                return chain_add_f16_split(total, parts, workers, chain_on_torch)
             return chain_add_f16(total, parts, chain_on_torch)
-        split = workers.count > 1
-
-    def batch_matmul(A, B):
-        """``matmul`` of stacked operands, the batch (first axis) shared among the workers'
-        threads when the B operands are big (each batch item is the same BLAS call either way)."""
-        if not split or B.nbytes < _SPLIT_BYTES or A.shape[0] < 2:
-            return matmul(A, B)
-        out = np.empty(np.broadcast_shapes(A.shape[:-2], B.shape[:-2]) +
-                       (A.shape[-2], B.shape[-1]), np.float32)
-        bb = B.ndim == A.ndim  # B has its own batch axis (else it is shared by every item)
-
-        def piece(lo, hi):
-            np.matmul(A[lo:hi], B[lo:hi] if bb else B, out=out[lo:hi])
-
-        workers.run(piece, workers.ranges(A.shape[0]))
-        return out
     f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
     if acc.type.elem == "f16":
         def add(x, y):  # exactly rounded f16 sum, computed in f32 (see ops/arith.py)
@@ -292,7 +268,7 @@ def _try_batched_gemm_loop(c, op):
             # memory), then the sequential f16 chain on the fastest back end (bit-identical)
             for t0 in range(0, trips, chunk_trips):
                 t1 = min(trips, t0 + chunk_trips)
-                total = chain(total, batch_matmul(A3[t0:t1], B3[t0:t1]))
+                total = chain(total, matmul(A3[t0:t1], B3[t0:t1]))
         elif small:  # one batched matmul for all trips (Python overhead dominates)
             for p in astype(matmul(A3, B3), part_dt):
                 total = add(total, p)
@@ -319,7 +295,7 @@ def _try_batched_gemm_loop(c, op):
             t1 = min(trips, t0 + max(1, chunk_trips // len(envs)))
             if len(groups) == 1:
                 A4 = xp.stack([A3[t0:t1] for A3, _ in loaded])  # [C, t, m, KB]
-                parts = batch_matmul(A4, loaded[0][1][t0:t1])  # [C, t, m, N]
+                parts = matmul(A4, loaded[0][1][t0:t1])  # [C, t, m, N]
             else:
                 parts = xp.stack([matmul(A3[t0:t1], B3[t0:t1]) for A3, B3 in loaded])
             totals = chain(totals, xp.moveaxis(parts, [0], [1]))  # trips first: [t, C, m, N]
