@@ -142,6 +142,44 @@ def test_strided_core_loop_with_carried_values(upper):
         np.testing.assert_array_equal(s1[c], expect)
 
 
+def per_core_gemv() -> ktir.Function:
+    """Core c: x [1, 576] (uniform) times its 256 rows of w (f16, widened once into a cached,
+    stacked f32 copy), rounded to f16 into o."""
+    body = (view("vx", "x", (1, 576)) + view("vw", "w", (1024, 576)) +
+            view("vo", "o", (1, 1024)) +
+            "    %core = ktdp.get_compute_tile_id : index\n"
+            "    %c256 = arith.constant 256 : index\n"
+            "    %r = arith.muli %core, %c256 : index\n" +
+            tile("tx", "vx", (1, 576), (1, 576), "%c0, %c0") + load("a", "tx", (1, 576)) +
+            tile("tw", "vw", (1024, 576), (256, 576), "%r, %c0") + load("b", "tw", (256, 576)) +
+            "    %z = arith.constant dense<0.0> : tensor<1x256xf32>\n"
+            "    %mm = linalg.matmul_transpose_b ins(%a, %b : tensor<1x576xf16>, "
+            "tensor<256x576xf16>) outs(%z : tensor<1x256xf32>) -> tensor<1x256xf32>\n"
+            "    %h = arith.truncf %mm : tensor<1x256xf32> to tensor<1x256xf16>\n" +
+            tile("to", "vo", (1, 1024), (1, 256), "%c0, %r") + store("h", "to", (1, 256)))
+    return program("%x: index, %w: index, %o: index", body, grid="[4]")
+
+
+def test_stacked_matmul_with_cached_stacked_weights_is_bit_identical():
+    x = RNG.standard_normal((1, 576)).astype(np.float16)
+    w = (RNG.standard_normal((1024, 576)) * 0.1).astype(np.float16)
+    outs = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bx, bw = m.hbm.allocate_from(x, name="x"), m.hbm.allocate_from(w, name="w")
+        bo = m.hbm.allocate((1, 1024), "float16", name="o")
+        plan = m.compile(fn := per_core_gemv())
+        assert plan.fn is fn and ((plan._c.stacked is not None) or not batched)
+        for _ in range(2):  # the second run reads the cached f32 copy
+            bo.write(np.zeros((1, 1024), np.float16))
+            plan.run([bx.address, bw.address, bo.address])
+        outs.append(bo.read())
+    np.testing.assert_array_equal(bits(outs[0]), bits(outs[1]))
+    ref = (x.astype(np.float64) @ w.astype(np.float64).T).astype(np.float16)
+    np.testing.assert_allclose(outs[0].astype(np.float32), ref.astype(np.float32), rtol=2e-3,
+                               atol=2e-3)
+
+
 def test_fault_names_the_first_failing_core_as_core_by_core():
     """Core c reads row 2c of a 4-row view: cores 2 and 3 are outside; core 2 is reported."""
     body = (view("vx", "x", (4, 16)) + view("vo", "o", (4, 16)) +

@@ -47,9 +47,6 @@ def _ins_outs(op):
 
 # -- matmul ---------------------------------------------------------------------------------------
 
-_SPLIT_BYTES = 1 << 20  # below this, handing a piece to another thread costs more than it saves
-
-
 def _is_zero_const(c, v) -> bool:
     if not c.is_const(v):
         return False
@@ -68,30 +65,13 @@ def build_matmul(c, op):
     xp = c.xp
     wide, matmul, add, astype = _wide_of(xp), xp.matmul, xp.add, xp.astype
 
-    workers = c.machine.workers
-    split = workers.count > 1 and xp.name == "numpy"
-
-    def product(A, B):
-        """A @ B; a stack of big products (the grid as a batch, stacked.py) is shared among the
-        machine's threads, item by item: each item is the same BLAS call either way."""
-        if not split or B.ndim < 3 or A.ndim != B.ndim or A.shape[0] < 2 or \
-                B.shape[0] != A.shape[0] or B.nbytes < _SPLIT_BYTES:
-            return matmul(A, B)
-        out = np.empty(A.shape[:-1] + (B.shape[-1],), np.result_type(A, B))
-
-        def piece(lo, hi):
-            np.matmul(A[lo:hi], B[lo:hi], out=out[lo:hi])
-
-        workers.run(piece, workers.ranges(A.shape[0]))
-        return out
-
     def step(env):
         # operands loaded only for matmuls arrive as (cached) f32 already; see ktdp.load
         A = wide(env[ia])
         B = wide(env[ib])
         if trans:
             B = B.swapaxes(-1, -2)
-        P = product(A, B)
+        P = matmul(A, B)
         if not zero_acc:
             P = add(P, env[iacc])  # in P's (f32) precision: both back ends promote alike
         env[ir] = astype(P, dt)
