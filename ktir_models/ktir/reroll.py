@@ -17,10 +17,10 @@ Accepted only when running the groups side by side cannot change a byte:
   group 0's (same op kinds, types, attributes, nested bodies), and every operand is either the
   corresponding value of the same group or the *same* value from the prefix;
 * only constants may differ between groups, and no value of a group is used outside it;
-* no view that any op stores to is loaded anywhere in the function, and the prefix stores nothing,
-  so no group reads what another group (or itself) wrote, and running the function again writes
-  the same bytes: a fault raised by the rerolled run is reported by rerunning the plain plan, which
-  locates it at the right group's op exactly as without rerolling.
+* no view that any op stores to is loaded anywhere in the function, so no group reads what the
+  prefix, another group or itself wrote, and running the function again writes the same bytes: a
+  fault raised by the rerolled run is reported by rerunning the plain plan, which locates it at
+  the right group's op exactly as without rerolling.
 """
 
 from __future__ import annotations
@@ -144,9 +144,10 @@ def _walk(op: Op):
                 yield from _walk(o)
 
 
-def _memory_is_independent(fn: Function, prefix: list[Op]) -> bool:
-    """No view is both stored to and loaded from; the prefix stores nothing; every load and store
-    goes through a direct access tile of a view."""
+def _memory_is_independent(fn: Function) -> bool:
+    """No view is both stored to and loaded from, and every load and store goes through a direct
+    access tile of a view: no op reads bytes the function writes, so the groups (and the prefix
+    before them) may run in any order, and running the function twice writes the same bytes."""
     loaded, stored = set(), set()
     for top in fn.body.block.ops:
         for op in _walk(top):
@@ -161,8 +162,6 @@ def _memory_is_independent(fn: Function, prefix: list[Op]) -> bool:
             if owner is None or owner.name != "ktdp.construct_access_tile":
                 return False
             (stored if op.name == "ktdp.store" else loaded).add(id(owner.groups["base"][0]))
-            if op.name == "ktdp.store" and top in prefix:
-                return False
     return not (loaded & stored)
 
 
@@ -202,7 +201,7 @@ def find_repeats(fn: Function) -> Repeats | None:
             for r in op.results:
                 if any(group_of.get(id(u)) != g for u in users.get(id(r), ())):
                     return None
-    if not _memory_is_independent(fn, body[:start]):
+    if not _memory_is_independent(fn):
         return None
     return Repeats(start, period, count, sorted(differing))
 
