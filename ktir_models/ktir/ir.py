@@ -201,6 +201,10 @@ class Op:
     regions: list[Region] = field(default_factory=list)
     # operand groups for ops with several variadic lists (e.g. "ins", "outs", "sizes")
     groups: dict[str, list[Value]] = field(default_factory=dict)
+    # the parser's record of ops with the same tokens and operand types (op_templates.py), or
+    # None; ops sharing it differ only in their Location and Value objects, so per-op work that
+    # depends on nothing else (verification) may be done once per origin
+    origin: object = field(default=None, repr=False)
 
     @property
     def result(self) -> Value:

@@ -60,7 +60,7 @@ class OpTemplate:
     """The recorded parse of one op (see the module docstring for when it may be replayed)."""
 
     __slots__ = ("texts", "consumed", "name", "names", "types", "operands", "groups", "attrs",
-                 "flat_keys", "deep_keys", "results", "alias", "operands_in_order")
+                 "flat_keys", "deep_keys", "results", "alias", "operands_in_order", "verified")
 
     def __init__(self, texts, consumed, name, names, types, operands, groups, attrs, results,
                  alias):
@@ -79,6 +79,8 @@ class OpTemplate:
                                and k not in self.flat_keys)
         # the common case: the operands are the looked-up values, in lookup order
         self.operands_in_order = operands == tuple(range(len(names)))
+        # verify.py: (parent op name, origins of the operands' defining ops) -> messages
+        self.verified: dict[tuple, list[str]] = {}
         self.results: tuple = results  # (result name, result type) per result
         self.alias: str | None = alias  # `%x:N` binds %x to the first result too
 
@@ -141,7 +143,7 @@ class OpTemplate:
             groups[g] = [values[k] for k in idx]
         results: list[Value] = []
         operands = values if self.operands_in_order else [values[k] for k in self.operands]
-        op = Op(self.name, loc, operands, results, attrs, [], groups)
+        op = Op(self.name, loc, operands, results, attrs, [], groups, self)
         define = parser.define
         for k, (rname, rtype) in enumerate(self.results):
             results.append(define(rname, rtype, loc, op, k))

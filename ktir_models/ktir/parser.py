@@ -644,6 +644,7 @@ class _Parser:
         if len(self.diags) == ndiags:
             template = OpTemplate.record(texts, self.kinds, start, self.pos, op, lookups, alias)
             if template is not None:
+                op.origin = template
                 if len(cache) > 100_000:  # bound what unrelated programs can pile up
                     cache.clear()
                 templates = cache.setdefault(key, [])

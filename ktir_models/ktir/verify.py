@@ -680,11 +680,8 @@ def _count(lo: int, hi: int | None) -> str:
     return f"at least {lo}" if hi is None else f"{lo} to {hi}"
 
 
-def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
-    rule = RULES.get(op.name)
-    if rule is None:
-        diags.append(Diagnostic(op.loc, f"unknown operation '{op.name}'"))
-        return
+def _op_messages(op: Op, rule: Rule, parent: str | None) -> list[str]:
+    """The violations of ``op`` itself (its regions' ops are checked separately)."""
     try:
         lo, hi = rule.operands
         n = len(op.operands)
@@ -706,13 +703,51 @@ def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
         for v in op.operands:
             t = v.type
             if isinstance(t, ScalarType) and t.name == "<undefined>":
-                return  # already reported as an undefined value
+                return []  # already reported as an undefined value
         if rule.check is not None:
             rule.check(op)
     except _Bad as exc:
-        diags.append(Diagnostic(op.loc, str(exc)))
+        return [str(exc)]
     except (KeyError, IndexError, AttributeError, TypeError, ValueError) as exc:
-        diags.append(Diagnostic(op.loc, f"malformed '{op.name}': {exc!r}"))
+        return [f"malformed '{op.name}': {exc!r}"]
+    return []
+
+
+def _verdict_key(op: Op, parent: str | None) -> tuple | None:
+    """What an op's verdict depends on beyond its origin, or None when it cannot be keyed.
+
+    Ops with one origin (see ``Op.origin``) have the same name, attributes, operand and result
+    names and types. A check reads those and, at most, the defining op of an operand (its name
+    and operand types, e.g. the view behind an access tile), which the defining op's origin
+    fixes. So (origin, parent, origins of the operands' defining ops) decides the verdict; an
+    operand defined by an op without an origin makes the op unkeyable (checked every time)."""
+    owners = []
+    for v in op.operands:
+        owner = v.owner
+        if owner is None:  # a block or function argument: only its type matters, and it is fixed
+            owners.append(None)
+        elif owner.origin is None:
+            return None
+        else:
+            owners.append(owner.origin)
+    return parent, tuple(owners)
+
+
+def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
+    rule = RULES.get(op.name)
+    if rule is None:
+        diags.append(Diagnostic(op.loc, f"unknown operation '{op.name}'"))
+        return
+    origin = op.origin
+    key = None if origin is None else _verdict_key(op, parent)
+    if key is None:
+        messages = _op_messages(op, rule, parent)
+    else:  # ops of one origin share verdicts (scratchy smollm2-135m: 5253 checks for 27892 ops)
+        messages = origin.verified.get(key)
+        if messages is None:
+            messages = origin.verified[key] = _op_messages(op, rule, parent)
+    for message in messages:
+        diags.append(Diagnostic(op.loc, message))
     if op.regions:
         for r in op.regions:
             for b in r.blocks:

@@ -186,7 +186,7 @@ def test_broken_variants_report_what_the_reference_parse_reports(node: int) -> N
     error texts and locations, verifier diagnostics and IR equal the uncached parse's."""
     path = scratchy_files("smollm2-135m", node + 1)[node]
     good = path.read_text()
-    P.parse_text(good, str(path))
+    verify(P.parse_text(good, str(path)))  # its ops become templates with verdicts
     variants = _mutations(good)
     assert len(variants) >= 8
     kinds = set()
@@ -232,3 +232,34 @@ def test_tokens_running_across_a_line_end(text: str) -> None:
     """Lines that cannot be tokenized alone send the file to the whole-text tokenizer."""
     assert tokenized(text) == P._tokenize_text(text)
     assert outcome(text, "t.mlir", cached=True) == outcome(text, "t.mlir", cached=False)
+
+
+VIEW_AND_LOAD = """func.func @k(%a: index) {
+  %c0 = arith.constant 0 : index
+  %view = ktdp.construct_memory_view %a, sizes: [4], strides: [1] {
+    coordinate_set = affine_set<(d0) : (d0 >= 0, -d0 + 3 >= 0)>,
+    memory_space = #ktdp.spyre_memory_space<HBM>
+  } : memref<4xf16>
+  %acc = ktdp.construct_access_tile %view[%c0] {
+    access_tile_set = affine_set<(d0) : (d0 >= 0, -d0 + 3 >= 0)>,
+    access_tile_order = affine_map<(d0) -> (d0)>
+  } : memref<4xf16> -> !ktdp.access_tile<4xindex>
+  %v = ktdp.load %acc : !ktdp.access_tile<4xindex> -> tensor<4xf16>
+  return
+}
+"""
+
+
+def test_verdict_of_a_replayed_op_follows_its_operands_defining_ops() -> None:
+    """The load's text and operand types are the same in both files, but the view behind its
+    access tile holds f32 in the second: the cached verdict of the first must not be reused."""
+    verify(P.parse_text(VIEW_AND_LOAD, "good.mlir"))
+    bad = VIEW_AND_LOAD.replace("memref<4xf16>", "memref<4xf32>")
+    module = P.parse_text(bad, "bad.mlir")
+    load = [op for op in module.only_function.walk() if op.name == "ktdp.load"][0]
+    assert load.origin is not None  # the load was replayed from the good file's record
+    with pytest.raises(KtirError) as exc:
+        verify(module)
+    assert str(exc.value) == "bad.mlir:11:3: error: load produces f16 but the view holds f32"
+    assert outcome(bad, "bad.mlir", cached=True) == outcome(bad, "bad.mlir", cached=False)
+    verify(P.parse_text(VIEW_AND_LOAD, "good2.mlir"))  # and the good verdict still holds
