@@ -191,7 +191,7 @@ def _tokenize(text: str) -> tuple[list[str], list[str], list[int] | _LineOffsets
     first: list[int] = []
     rels: list[list[int]] = []
     cache = _LINE_CACHE
-    if len(cache) > 200_000:  # bound the memory a long session of unrelated programs can hold
+    if len(cache) > 50_000:  # bound what a session of unrelated programs holds (~1 KiB a line)
         cache.clear()
     base = 0
     for line in text.split("\n"):
@@ -645,7 +645,7 @@ class _Parser:
             template = OpTemplate.record(texts, self.kinds, start, self.pos, op, lookups, alias)
             if template is not None:
                 op.origin = template
-                if len(cache) > 100_000:  # bound what unrelated programs can pile up
+                if len(cache) > 20_000:  # bound what unrelated programs pile up (~2 KiB a record)
                     cache.clear()
                 templates = cache.setdefault(key, [])
                 templates.insert(0, template)
