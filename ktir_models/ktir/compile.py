@@ -252,7 +252,10 @@ class Plan:
         self._batchable = any(hasattr(step, "batched") for step in compiled.steps)
         self._all_int_args = all(isinstance(a.type, ScalarType) and not a.type.is_float and
                                  a.type.name != "i1" for a in fn.args)
-        self._reroll_from = None  # the Compiler, while unrolled repeats may still be rerolled
+        # the Compiler, kept until the plan's second run builds its batched form (stacked.py for
+        # grids, reroll.py for unrolled repeats): the analysis costs about what one run saves,
+        # so a function run once never pays it
+        self._tier_from = None
         self._runs = 0
 
     def _bind(self, args) -> list:
@@ -293,6 +296,22 @@ class Plan:
                 out.append(v)
         return out
 
+    def _tier_up(self) -> None:
+        """Build the batched form: the grid stacked by core, or a single core's unrolled repeats
+        side by side; None where the function has none."""
+        compiler, self._tier_from = self._tier_from, None
+        c, fn = self._c, self.fn
+        if fn.num_cores > 1:
+            from .stacked import compile_stacked
+
+            c.stacked = compile_stacked(compiler, fn)
+        else:
+            from .reroll import compile_rerolled
+
+            c.rerolled = compile_rerolled(compiler, fn)
+        if len(c.template) < compiler.n_slots:  # slots made by the batched form start empty
+            c.template.extend([None] * (compiler.n_slots - len(c.template)))
+
     def run(self, args=()) -> RunStats:
         values = self._bind(args)
         fn = self.fn
@@ -307,6 +326,10 @@ class Plan:
             machine.checks.begin_run(fn.name)
         t0 = time.perf_counter()
         c = self._c
+        if self._tier_from is not None and machine.grid_batching:
+            self._runs += 1
+            if self._runs >= 2:
+                self._tier_up()
         if n > 1 and c.stacked is not None and machine.grid_batching:
             from .stacked import Contexts, run_stacked
 
@@ -318,13 +341,6 @@ class Plan:
             with np.errstate(all="ignore"):
                 run_stacked(c.stacked, senv)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
-        if self._reroll_from is not None and machine.grid_batching:
-            self._runs += 1
-            if self._runs >= 2:  # run again: worth the analysis (~5 ms for a 600-op kernel)
-                from .reroll import compile_rerolled
-
-                c.rerolled = compile_rerolled(self._reroll_from, fn)
-                self._reroll_from = None
         if c.rerolled is not None and machine.grid_batching:
             from .stacked import Contexts, run_stacked
 
@@ -406,20 +422,13 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
     peak = _block_peak(fn.body.block, 0, machine.lx_capacity, faults, fault_ops)
     c.lx_faults = faults
     steps = c.compile_block(fn.body.block)
-    stacked = None
-    if fn.num_cores > 1 and not c.uses_inter_tile and not faults and \
-            getattr(machine, "checks", None) is None:
-        from .stacked import compile_stacked
-
-        stacked = compile_stacked(c, fn)
     template = [None] * c.n_slots
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
-    plan = Plan(machine, fn, _Compiled(steps, template, arg_slots, stacked), peak,
-                c.uses_inter_tile)
+    plan = Plan(machine, fn, _Compiled(steps, template, arg_slots), peak, c.uses_inter_tile)
     from .reroll import is_candidate
 
-    if fn.num_cores == 1 and not faults and getattr(machine, "checks", None) is None and \
-            is_candidate(c, fn):
-        plan._reroll_from = c  # analysed at the plan's second run (reroll.py)
+    if not faults and not c.uses_inter_tile and getattr(machine, "checks", None) is None and \
+            c.xp.name == "numpy" and (fn.num_cores > 1 or is_candidate(c, fn)):
+        plan._tier_from = c  # the batched form is built at the plan's second run
     return plan

@@ -152,6 +152,7 @@ def varying_values(fn: Function, seeds: set[int] | None = None, ops: list | None
             getattr(op.attrs.get("memory_space"), "kind", "hbm") != "hbm"))
         dep = seeded or any(id(v) in vary for v in _outside_uses(op))
         if op.name == "scf.for" and op.regions:
+            loops[0] = True
             block = op.regions[0].block
             lb, ub, st = op.groups["bounds"]
             if (id(lb) in vary or id(st) in vary) and id(block.args[0]) not in vary:
@@ -180,7 +181,9 @@ def varying_values(fn: Function, seeds: set[int] | None = None, ops: list | None
     if ops is not None:
         body = _Ops()
         body.ops = ops
-    while visit_block(body):
+    # straight-line code is settled by one pass in order; loops' carried values need a fixpoint
+    loops = [False]
+    while visit_block(body) and loops[0]:
         pass
     return vary
 
@@ -278,19 +281,21 @@ class _Builder:
         if not hasattr(plain, "batched"):
             maker = _NATIVE.get(op.name)
             native = maker(self, op, plain) if maker is not None else None
-        fallback = _fallback(self, op, plain)
         if native is None:
             self.fallback += 1
-            return fallback
+            return _fallback(self, op, plain)
         self.native += 1
+        fallback = []  # built on first use: most stacked steps never need it
 
-        def step(senv, native=native, fallback=fallback):
+        def step(senv, native=native):
             try:
                 native(senv)
             except EmulationFault:
                 raise
             except Exception:  # noqa: BLE001 - conditions unmet or a fault: core by core
-                fallback(senv)
+                if not fallback:
+                    fallback.append(_fallback(self, op, plain))
+                fallback[0](senv)
 
         step.op = op
         return step
