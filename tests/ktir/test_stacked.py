@@ -181,6 +181,9 @@ def test_stacked_matmul_with_cached_stacked_weights_is_bit_identical():
             bo.write(np.zeros((1, 1024), np.float16))
             plan.run([bx.address, bw.address, bo.address])
         assert (plan._c.stacked is not None) == batched
+        # the first (core by core) run cached each core's f32 tile; the stacked copy replaces
+        # them: the weights are held once
+        assert m.f32_cache_used == (w.size + x.size) * 4
         outs.append(bo.read())
     np.testing.assert_array_equal(bits(outs[0]), bits(outs[1]))
     ref = (x.astype(np.float64) @ w.astype(np.float64).T).astype(np.float16)

@@ -692,6 +692,13 @@ def build_indirect_tile(c, op):
     return step
 
 
+def f32_key(view, lo, ext, perm, tag=None) -> tuple:
+    """The f32 cache key of a box tile of ``view``: everything the access check depends on (view
+    box and set, tile box), so a hit was checked when it was stored."""
+    return (id(view.region), view.byte_addr, view.strides, view.lo, view.hi, id(view.cset),
+            view.syms, lo, ext, perm, tag)
+
+
 def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
     """The tile's values widened to f32 (exact). Box tiles of fully written HBM regions are cached
     in ``machine.f32_cache`` (key: region + tile; valid while the region's write counter is
@@ -704,10 +711,7 @@ def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
         arr = xp.astype(load_tile(tile), F32)
         return arr if layout is None else layout[1](arr)
     cache = machine.f32_cache
-    # the key holds everything the access check depends on (view box and set, tile box), so a
-    # hit was checked when it was stored
-    key = (id(region), view.byte_addr, view.strides, view.lo, view.hi, id(view.cset), view.syms,
-           tile.lo, tile.ext, tile.perm, None if layout is None else layout[0])
+    key = f32_key(view, tile.lo, tile.ext, tile.perm, None if layout is None else layout[0])
     hit = cache.get(key)
     if hit is not None and hit[0] == region.version and hit[1] is region:
         return hit[2]
