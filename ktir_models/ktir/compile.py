@@ -235,7 +235,8 @@ class _Compiled:
     template: list
     arg_slots: list[int]
     stacked: object = None  # stacked.StackedPlan: the whole grid in one run, values stacked
-    rerolled: object = None  # reroll.py: (StackedPlan, template, arg slots) of unrolled repeats
+    # reroll.py: (StackedPlan, template, arg slots, run check) of unrolled repeats
+    rerolled: object = None
 
 
 class Plan:
@@ -341,10 +342,10 @@ class Plan:
             with np.errstate(all="ignore"):
                 run_stacked(c.stacked, senv)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
-        if c.rerolled is not None and machine.grid_batching:
+        if c.rerolled is not None and machine.grid_batching and c.rerolled[3](values):
             from .stacked import Contexts, run_stacked
 
-            splan, template, arg_slots = c.rerolled
+            splan, template, arg_slots, _ = c.rerolled
             senv = list(template)
             senv[0] = Contexts([CoreContext(0, (0, 0, 0), machine, fn.name, None)] * splan.C)
             for s, v in zip(arg_slots, values):

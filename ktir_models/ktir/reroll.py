@@ -17,10 +17,12 @@ Accepted only when running the groups side by side cannot change a byte:
   group 0's (same op kinds, types, attributes, nested bodies), and every operand is either the
   corresponding value of the same group or the *same* value from the prefix;
 * only constants may differ between groups, and no value of a group is used outside it;
-* no view that any op stores to is loaded anywhere in the function, so no group reads what the
+* no byte that any op stores to lies in a view that any op loads from, so no group reads what the
   prefix, another group or itself wrote, and running the function again writes the same bytes: a
   fault raised by the rerolled run is reported by rerunning the plain plan, which locates it at
-  the right group's op exactly as without rerolling.
+  the right group's op exactly as without rerolling. Views are built from address arguments, so
+  this is checked for each run's addresses (two arguments may point at the same buffer, e.g. an
+  in-place kernel): a run whose stored and loaded views overlap runs the plain plan.
 """
 
 from __future__ import annotations
@@ -144,25 +146,87 @@ def _walk(op: Op):
                 yield from _walk(o)
 
 
-def _memory_is_independent(fn: Function) -> bool:
-    """No view is both stored to and loaded from, and every load and store goes through a direct
-    access tile of a view: no op reads bytes the function writes, so the groups (and the prefix
-    before them) may run in any order, and running the function twice writes the same bytes."""
-    loaded, stored = set(), set()
+@dataclass(frozen=True)
+class _Footprint:
+    """The memory a view can touch, from its address argument: bytes [address * unit + lo,
+    address * unit + hi) of its memory space. ``arg``: the function argument holding the address
+    (None: the constant ``const``)."""
+
+    space: str
+    arg: int | None
+    const: int
+    dtype: object
+    span: int  # bytes from the view's first element to one past its last
+    stored: bool
+
+
+def _footprints(fn: Function) -> list[_Footprint] | None:
+    """Every view a load or store goes through, or None when one is not analysable (a view not
+    built directly from a function argument or constant, dynamic sizes or strides, indirect
+    tiles, inter-tile ops)."""
+    args = {id(a): k for k, a in enumerate(fn.args)}
+    out = []
     for top in fn.body.block.ops:
         for op in _walk(top):
             if op.name not in ("ktdp.load", "ktdp.store"):
                 if op.name.startswith("ktdp.") and op.name not in (
                         "ktdp.construct_memory_view", "ktdp.construct_access_tile",
                         "ktdp.get_compute_tile_id"):
-                    return False  # indirect tiles, inter-tile ops, ...: not analysed here
+                    return None  # indirect tiles, inter-tile ops, ...: not analysed here
                 continue
             tile = op.operands[0] if op.name == "ktdp.load" else op.operands[1]
             owner = tile.owner
             if owner is None or owner.name != "ktdp.construct_access_tile":
-                return False
-            (stored if op.name == "ktdp.store" else loaded).add(id(owner.groups["base"][0]))
-    return not (loaded & stored)
+                return None
+            view = owner.groups["base"][0].owner
+            if view is None or view.name != "ktdp.construct_memory_view":
+                return None
+            sizes, strides = view.attrs.get("static_sizes"), view.attrs.get("static_strides")
+            if not sizes or any(x is None for x in sizes) or any(x is None or x <= 0 for x in strides):
+                return None
+            addr = view.operands[0]
+            const = None
+            if id(addr) not in args:
+                if addr.owner is None or addr.owner.name != "arith.constant":
+                    return None
+                const = addr.owner.attrs["value"].values[0]
+                if not isinstance(const, int):
+                    return None
+            dtype = view.result.type.dtype
+            span = (sum((n - 1) * st for n, st in zip(sizes, strides)) + 1) * dtype.itemsize
+            space = getattr(view.attrs.get("memory_space"), "kind", "hbm")
+            out.append(_Footprint(space, args.get(id(addr)), const or 0, dtype, span,
+                                  op.name == "ktdp.store"))
+    return out
+
+
+def _memory_is_independent(fn: Function) -> bool:
+    """Statically: every access is analysable (:func:`_footprints`) and no view Value is both
+    stored to and loaded from. Whether differently named views overlap depends on the addresses
+    a run passes: :func:`disjoint_at` checks that per run."""
+    prints = _footprints(fn)
+    if prints is None:
+        return False
+    views = {}
+    for f in prints:
+        views.setdefault((f.space, f.arg, f.const, f.span, str(f.dtype)), set()).add(f.stored)
+    return not any(len(kinds) == 2 for kinds in views.values())
+
+
+def disjoint_at(prints: list[_Footprint], values: list, unit_bytes) -> bool:
+    """No byte any store may write lies in a view any load may read, for this run's argument
+    values (``unit_bytes(dtype)``: the machine's address unit): then no op reads what the
+    function writes, and the groups may run side by side."""
+    spans: dict[str, tuple[list, list]] = {}
+    for f in prints:
+        base = (int(values[f.arg]) if f.arg is not None else f.const) * unit_bytes(f.dtype)
+        spans.setdefault(f.space, ([], []))[f.stored].append((base, base + f.span))
+    for loads, stores in spans.values():
+        for a0, a1 in stores:
+            for b0, b1 in loads:
+                if a0 < b1 and b0 < a1:
+                    return False
+    return True
 
 
 def find_repeats(fn: Function) -> Repeats | None:
@@ -273,4 +337,17 @@ def compile_rerolled(c_plain, fn: Function):
     template = [None] * c.n_slots
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
-    return plan, template, arg_slots
+    machine = c_plain.machine
+    prints = _footprints(fn)
+    seen: dict = {}
+
+    def disjoint(values) -> bool:
+        key = tuple(values)
+        ok = seen.get(key)
+        if ok is None:
+            if len(seen) > 64:
+                seen.clear()
+            ok = seen[key] = disjoint_at(prints, values, machine.unit_bytes)
+        return ok
+
+    return plan, template, arg_slots, disjoint
