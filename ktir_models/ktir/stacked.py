@@ -310,9 +310,15 @@ def _stack_kind(t):
 
 
 def _restack(values: list, t):
+    """The cores' values of type ``t`` in stacked form; tensors whose shapes differ between cores
+    (dynamic shapes) stay a :class:`PerCore` list, which stacked steps hand to their core-by-core
+    fallback."""
     kind = _stack_kind(t)
     if kind == "tensor":
-        return np.stack([np.asarray(v) for v in values])
+        arrays = [np.asarray(v) for v in values]
+        if any(a.shape != arrays[0].shape or a.dtype != arrays[0].dtype for a in arrays):
+            return PerCore(values)
+        return np.stack(arrays)
     if kind == "scalar":
         if t.name == "index" or (not t.is_float and t.name != "i1"):
             return np.asarray([int(v) for v in values], dtype=np.int64)
