@@ -235,8 +235,7 @@ class _Compiled:
     template: list
     arg_slots: list[int]
     stacked: object = None  # stacked.StackedPlan: the whole grid in one run, values stacked
-    # reroll.py: (StackedPlan, template, arg slots, run check) of unrolled repeats
-    rerolled: object = None
+    rerolled: object = None  # reroll.Rerolled: a single core's unrolled repeats side by side
 
 
 class Plan:
@@ -332,27 +331,19 @@ class Plan:
             if self._runs >= 2:
                 self._tier_up()
         if n > 1 and c.stacked is not None and machine.grid_batching:
-            from .stacked import Contexts, run_stacked
+            from .stacked import run_stacked
 
-            senv = list(c.template)
-            senv[0] = Contexts(CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
-                                           machine, fn.name, None) for core in range(n))
-            for s, v in zip(c.arg_slots, values):
-                senv[s] = v
-            with np.errstate(all="ignore"):
-                run_stacked(c.stacked, senv)
+            run_stacked(c.stacked, c.template, c.arg_slots, values,
+                        [CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)), machine,
+                                     fn.name, None) for core in range(n)])
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
-        if c.rerolled is not None and machine.grid_batching and c.rerolled[3](values):
-            from .stacked import Contexts, run_stacked
+        rr = c.rerolled
+        if rr is not None and machine.grid_batching and rr.disjoint(values):
+            from .stacked import run_stacked
 
-            splan, template, arg_slots, _ = c.rerolled
-            senv = list(template)
-            senv[0] = Contexts([CoreContext(0, (0, 0, 0), machine, fn.name, None)] * splan.C)
-            for s, v in zip(arg_slots, values):
-                senv[s] = v
             try:
-                with np.errstate(all="ignore"):
-                    run_stacked(splan, senv)
+                run_stacked(rr.plan, rr.template, rr.arg_slots, values,
+                            [CoreContext(0, (0, 0, 0), machine, fn.name, None)] * rr.plan.C)
                 return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
             except EmulationFault:
                 pass  # rerun plainly (reroll.py: same bytes), which locates the fault exactly

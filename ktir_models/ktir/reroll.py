@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .ir import Function, Op, ScalarType
 
 _MIN_OPS = 40  # below this the plain steps cost less than the detection is worth
@@ -39,12 +37,25 @@ _MIN_OPS = 40  # below this the plain steps cost less than the detection is wort
 @dataclass
 class Repeats:
     """``fn``'s top level: ops[:start] prefix, then ``count`` groups of ``period`` ops, then the
-    terminator; ``differing``: positions (within a group) of constants whose value differs."""
+    terminator; ``differing``: positions (within a group) of constants whose value differs;
+    ``footprints``: the views loads and stores go through (checked per run)."""
 
     start: int
     period: int
     count: int
     differing: list[int]
+    footprints: list
+
+
+@dataclass
+class Rerolled:
+    """A function's repeats as a stacked plan over ``template`` (the rerolled compile's slots);
+    ``disjoint(values)`` tells whether a run with these arguments may use it."""
+
+    plan: object
+    template: list
+    arg_slots: list[int]
+    disjoint: object
 
 
 _REPR: dict = {}  # id(attribute object) -> (object, its repr); parsed attributes are shared
@@ -200,11 +211,10 @@ def _footprints(fn: Function) -> list[_Footprint] | None:
     return out
 
 
-def _memory_is_independent(fn: Function) -> bool:
+def _memory_is_independent(prints: list[_Footprint] | None) -> bool:
     """Statically: every access is analysable (:func:`_footprints`) and no view Value is both
     stored to and loaded from. Whether differently named views overlap depends on the addresses
     a run passes: :func:`disjoint_at` checks that per run."""
-    prints = _footprints(fn)
     if prints is None:
         return False
     views = {}
@@ -265,9 +275,10 @@ def find_repeats(fn: Function) -> Repeats | None:
             for r in op.results:
                 if any(group_of.get(id(u)) != g for u in users.get(id(r), ())):
                     return None
-    if not _memory_is_independent(fn):
+    prints = _footprints(fn)
+    if not _memory_is_independent(prints):
         return None
-    return Repeats(start, period, count, sorted(differing))
+    return Repeats(start, period, count, sorted(differing), prints)
 
 
 def is_candidate(c, fn: Function) -> bool:
@@ -276,11 +287,11 @@ def is_candidate(c, fn: Function) -> bool:
     return c.xp.name == "numpy" and fn.num_cores == 1 and len(fn.body.block.ops) >= _MIN_OPS
 
 
-def compile_rerolled(c_plain, fn: Function):
-    """(stacked plan, template, argument slots) running ``fn``'s repeats side by side, or None.
-    ``c_plain``: the compiler of the plain plan (it holds every group's folded constants)."""
+def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
+    """``fn``'s repeats side by side, or None. ``c_plain``: the compiler of the plain plan (it
+    holds every group's folded constants)."""
     from .compile import Compiler
-    from .stacked import _Builder
+    from .stacked import _Builder, restack, varying_values
 
     if c_plain.xp.name != "numpy" or c_plain.lx_faults:
         return None
@@ -301,13 +312,7 @@ def compile_rerolled(c_plain, fn: Function):
             if not c_plain.is_const(twin.result):
                 return None
             values.append(c_plain.const(twin.result))
-        t = op.result.type
-        if hasattr(t, "shape"):
-            stacked = np.stack([np.asarray(v, dtype=t.dtype) for v in values])
-        elif t.name == "index" or (not t.is_float and t.name != "i1"):
-            stacked = np.asarray([int(v) for v in values], dtype=np.int64)
-        else:
-            stacked = np.asarray(values, dtype=t.dtype)
+        stacked = restack(values, op.result.type)
         stacked.flags.writeable = False
         slot = c.slot(op.result)
 
@@ -325,8 +330,6 @@ def compile_rerolled(c_plain, fn: Function):
         if step is not None:
             step.op = op
         c.step_of[id(op)] = step
-    from .stacked import varying_values
-
     vary_ids = varying_values(fn, seeds=seeds, ops=prefix + first)
     b = _Builder(c, rep.count, (rep.count, 1, 1), vary_ids)
     b.preset = preset
@@ -338,7 +341,7 @@ def compile_rerolled(c_plain, fn: Function):
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
     machine = c_plain.machine
-    prints = _footprints(fn)
+    prints = rep.footprints
     seen: dict = {}
 
     def disjoint(values) -> bool:
@@ -350,4 +353,4 @@ def compile_rerolled(c_plain, fn: Function):
             ok = seen[key] = disjoint_at(prints, values, machine.unit_bytes)
         return ok
 
-    return plan, template, arg_slots, disjoint
+    return Rerolled(plan, template, arg_slots, disjoint)

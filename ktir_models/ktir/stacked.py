@@ -33,6 +33,8 @@ Invariants:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .errors import EmulationFault
@@ -190,16 +192,17 @@ def varying_values(fn: Function, seeds: set[int] | None = None, ops: list | None
 # compiling
 
 
+@dataclass
 class StackedPlan:
-    """Steps over a stacked env (slot 0: a PerCore of the cores' contexts); ``native`` and
-    ``fallback`` count the op steps of each kind (nested ones included)."""
+    """Steps over a stacked env of ``C`` cores (slot 0: a :class:`Contexts`); ``vary`` flags the
+    varying slots; ``native`` and ``fallback`` count the op steps of each kind (nested ones
+    included)."""
 
-    def __init__(self, steps: list, vary: list, native: int, fallback: int, C: int = 0):
-        self.C = C
-        self.steps = steps
-        self.vary = vary
-        self.native = native
-        self.fallback = fallback
+    steps: list
+    vary: list
+    native: int
+    fallback: int
+    C: int
 
 
 class _Builder:
@@ -213,33 +216,25 @@ class _Builder:
         self.C = C
         self.grid = grid
         self.vary_ids = vary_ids
-        self.vary = [False] * c.n_slots
-        self.vary[0] = True
-        for vid, s in c.slots.items():
-            if vid in self.vary_ids:
-                self._mark(s)
+        # per slot: does it hold a stacked value? Filled by finish(); the steps built meanwhile
+        # read it only at run time
+        self.vary: list = []
         self.native = 0
         self.fallback = 0
         self.preset: dict = {}  # id(op) -> a step to use as it is (reroll.py's group constants)
-
-    def _mark(self, s: int) -> None:
-        if s >= len(self.vary):
-            self.vary.extend([False] * (s + 1 - len(self.vary)))
-        self.vary[s] = True
 
     def varies(self, v) -> bool:
         return id(v) in self.vary_ids
 
     def finish(self, steps: list) -> StackedPlan:
-        """The plan, once every step is built (slots made meanwhile get their flags too)."""
-        b = self
-        c = b.c
-        if len(b.vary) < c.n_slots:
-            b.vary.extend([False] * (c.n_slots - len(b.vary)))
-        for vid, s in c.slots.items():  # slots made while building the stacked steps
-            if vid in b.vary_ids:
-                b.vary[s] = True
-        return StackedPlan(steps, b.vary, b.native, b.fallback, b.C)
+        """The plan, once every step is built (and every slot made)."""
+        vary = self.vary
+        vary.extend([False] * self.c.n_slots)
+        vary[0] = True  # the cores' contexts
+        for vid, s in self.c.slots.items():
+            if vid in self.vary_ids:
+                vary[s] = True
+        return StackedPlan(steps, vary, self.native, self.fallback, self.C)
 
     def uniform(self, op: Op, plain):
         """``plain`` run once; a failure is reported for core 0, as the lock-step run would (every
@@ -301,25 +296,16 @@ class _Builder:
         return step
 
 
-def _stack_kind(t):
-    if isinstance(t, TensorType):
-        return "tensor"
-    if isinstance(t, ScalarType):
-        return "scalar"
-    return "object"
-
-
-def _restack(values: list, t):
+def restack(values: list, t):
     """The cores' values of type ``t`` in stacked form; tensors whose shapes differ between cores
     (dynamic shapes) stay a :class:`PerCore` list, which stacked steps hand to their core-by-core
     fallback."""
-    kind = _stack_kind(t)
-    if kind == "tensor":
+    if isinstance(t, TensorType):
         arrays = [np.asarray(v) for v in values]
         if any(a.shape != arrays[0].shape or a.dtype != arrays[0].dtype for a in arrays):
             return PerCore(values)
         return np.stack(arrays)
-    if kind == "scalar":
+    if isinstance(t, ScalarType):
         if t.name == "index" or (not t.is_float and t.name != "i1"):
             return np.asarray([int(v) for v in values], dtype=np.int64)
         if t.name == "i1":
@@ -340,7 +326,7 @@ def _fallback(b: _Builder, op: Op, plain):
         envs = [CoreEnv(senv, k, vary) for k in range(C)]
         run_lockstep((plain,), envs)
         for s, t in outs:
-            senv[s] = _restack([e.own[s] for e in envs], t)
+            senv[s] = restack([e.own[s] for e in envs], t)
 
     step.op = op
     return step
@@ -352,7 +338,7 @@ def lift(value, t, C: int):
         arr = np.asarray(value)
         return np.broadcast_to(arr, (C,) + arr.shape)
     if isinstance(t, ScalarType):
-        return _restack([value] * C, t)
+        return restack([value] * C, t)
     return PerCore([value] * C)
 
 
@@ -383,8 +369,16 @@ def compile_stacked(c, fn: Function) -> StackedPlan | None:
     return b.finish(steps)
 
 
-def run_stacked(plan: StackedPlan, senv: list) -> None:
-    for step in plan.steps:
-        step(senv)
+def run_stacked(plan: StackedPlan, template: list, arg_slots: list[int], values: list,
+                contexts: list) -> None:
+    """One run of ``plan``: an env from ``template`` with the arguments and every core's context
+    (the plan's C of them) in place."""
+    senv = list(template)
+    senv[0] = Contexts(contexts)
+    for s, v in zip(arg_slots, values):
+        senv[s] = v
+    with np.errstate(all="ignore"):
+        for step in plan.steps:
+            step(senv)
 
 

@@ -336,7 +336,7 @@ def _load(b, op, plain):
 
     def values(st):
         view = st.view
-        region = view.region if type(st) is StackedTile else None
+        region = view.region
         if region is None or region.mask is not None:
             raise _Fallback
         a = _access(cache, st, hbm)
@@ -362,16 +362,17 @@ def _load(b, op, plain):
                     hit[3] is st.view and hit[4] == hbm.generation:
                 senv[ir] = hit[2]
                 return
-            data, region = values(st)
             # the cores' own f32 copies (from core-by-core runs before this plan was stacked)
-            # give the same values without widening again; they are dropped, so the cache holds
-            # each tile once
+            # give the same values, checked when they were cached, without widening again; they
+            # are dropped, so the cache holds each tile once
             cores = [f32_key(st.view, tuple(int(x) for x in lo), st.ext, st.perm)
                      for lo in st.los]
             own = [fcache.get(k) for k in cores]
-            if all(h is not None and h[0] == region.version and h[1] is region for h in own):
+            if region is not None and all(h is not None and h[0] == region.version and
+                                          h[1] is region for h in own):
                 arr = np.stack([h[2] for h in own])
             else:
+                data, region = values(st)
                 arr = data.astype(F32)
             for k, h in zip(cores, own):
                 if h is not None:
