@@ -1,0 +1,322 @@
+"""K-blocked matmul over f16 operands with one fixed summation order (the native ``seqmm`` kernel).
+
+A KTIR K-loop computes, for every output element, partial sums over blocks of ``kb`` consecutive
+k's, rounds each partial to ``part_dtype`` and chains the partials into an accumulator rounded to
+``acc_dtype`` after every trip. :func:`kloop` computes exactly that, reading the f16 operands
+directly (no f32 weight copies), in an order that depends on nothing but the definition: not on
+shapes, batching, strides or the number of threads. Callers may therefore batch cores, rows or
+requests freely and still get the same bits as one element at a time.
+
+Definition, per output element (c, m, n), with ``B[c,k,n] = b[c,n,k]`` when ``transpose_b``::
+
+    r = acc[c,m,n] if acc is not None else <none>
+    for t in range(trips):
+        s = +0.0f                                              # f32
+        for k in range(t*kb, (t+1)*kb):
+            s = f32(s + f32(a[c,m,k]) * f32(B[c,k,n]))         # the f16*f16 product is exact in f32
+        p = round_to(part_dtype, s)                            # round to nearest even
+        r = p if r is <none> else round_to(acc_dtype, f32(f32(r) + f32(p)))
+    out = round_to(acc_dtype, r)
+
+:func:`kloop_reference` is that definition in numpy (vectorised over c, m, n; sequential over k
+and t); the native kernel (``seqmm.c``, compiled on first use with the system C compiler, loaded
+with ctypes) matches it bit for bit, signed zeros, subnormals, infinities and NaN included (any
+NaN where the reference has one). When no kernel can be built, :func:`available` is False and
+:func:`unavailable_reason` says why; callers then use BLAS on f32 copies.
+
+Environment: ``KTIR_MODELS_NATIVE=0`` disables the kernel, ``KTIR_MODELS_NATIVE=portable`` forces
+its portable C path (no AVX2/F16C intrinsics) so it can be tested on any machine;
+``KTIR_MODELS_CACHE`` (default ``~/.cache/ktir-models``) holds the built library under ``native/``;
+``CC`` names the compiler (else ``cc``, ``gcc``, ``clang`` are tried).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_SOURCE = Path(__file__).with_name("seqmm.c")
+# No -ffast-math, no -march=native: the AVX2/FMA/F16C path is selected at run time by a CPU check
+# inside the library (function target attributes), so one build serves every x86-64 CPU.
+# -ffp-contract=off: contraction would be harmless (every product is exact) but keeps the
+# portable path's arithmetic literally the written one on every compiler.
+_CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math")
+_LDFLAGS = ("-lpthread",)
+_BIG_PROBLEM = 1 << 20  # multiply-adds from which a second thread pays for itself
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The loaded library, or why there is none (exactly one of the two is set)."""
+
+    lib: ctypes.CDLL | None
+    reason: str | None
+
+
+_lock = threading.Lock()
+_loaded: _Loaded | None = None
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("KTIR_MODELS_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "ktir-models"
+    return base / "native"
+
+
+def _compilers() -> list[str]:
+    names = [os.environ["CC"]] if os.environ.get("CC") else []
+    names += ["cc", "gcc", "clang"]
+    found = []
+    for name in names:
+        path = shutil.which(name)
+        if path and path not in found:
+            found.append(path)
+    return found
+
+
+def _compiler_identity(cc: str) -> str:
+    try:
+        res = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return res.stdout.strip().splitlines()[0] if res.stdout.strip() else cc
+    except (OSError, subprocess.SubprocessError):
+        return cc
+
+
+def _build(cc: str, source: bytes) -> Path:
+    """Compile ``seqmm.c`` with ``cc`` into the cache (or reuse an identical earlier build).
+
+    The file name hashes the source, flags, compiler identity and platform, so a stale or foreign
+    build is never loaded. The library is written under a temporary name and renamed into place:
+    two processes building at once both end with a complete file."""
+    key = hashlib.sha256()
+    for part in (source, " ".join(_CFLAGS + _LDFLAGS).encode(), cc.encode(),
+                 _compiler_identity(cc).encode(), platform.platform().encode(),
+                 platform.machine().encode(), sys.implementation.cache_tag.encode()):
+        key.update(part)
+        key.update(b"\0")
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    out_dir = _cache_dir()
+    target = out_dir / f"seqmm-{key.hexdigest()[:24]}{suffix}"
+    if target.exists():
+        return target
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".seqmm-", suffix=suffix, dir=out_dir)
+    os.close(fd)
+    try:
+        res = subprocess.run([cc, *_CFLAGS, "-o", tmp, str(_SOURCE), *_LDFLAGS],
+                             capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            msg = (res.stderr or res.stdout).strip().splitlines()
+            raise RuntimeError(f"{cc} failed on {_SOURCE.name}: " + " | ".join(msg[:5]))
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+_P = ctypes.c_void_p
+_I = ctypes.c_ssize_t
+_ARGTYPES = [
+    _P, _I, _I, _I,          # a, strides (elements) over c, m, k
+    _P, _I, _I,              # b, strides over c and over its non-unit inner dim (k for nn, n for nt)
+    _P,                      # out: C-contiguous [C, M, N] of acc dtype, holding acc when given
+    _I, _I, _I,              # C, M, N
+    _I, _I,                  # trips, kb
+    ctypes.c_int,            # transpose_b (b is [C, N, K] with K unit stride)
+    ctypes.c_int,            # part is f16
+    ctypes.c_int,            # acc (and out) is f16
+    ctypes.c_int,            # acc given (out already holds it)
+    ctypes.c_int,            # threads
+    ctypes.c_int,            # force the portable path
+]
+
+
+def _load() -> _Loaded:
+    setting = os.environ.get("KTIR_MODELS_NATIVE", "1").strip().lower()
+    if setting in ("0", "off", "false", "no"):
+        return _Loaded(None, "disabled by KTIR_MODELS_NATIVE=0")
+    if not _SOURCE.exists():
+        return _Loaded(None, f"kernel source {_SOURCE} is missing")
+    compilers = _compilers()
+    if not compilers:
+        return _Loaded(None, "no C compiler found ($CC, cc, gcc, clang)")
+    source = _SOURCE.read_bytes()
+    errors = []
+    for cc in compilers:
+        try:
+            lib = ctypes.CDLL(str(_build(cc, source)))
+            fn = lib.seqmm_kloop
+            fn.argtypes = _ARGTYPES
+            fn.restype = ctypes.c_int
+            lib.seqmm_has_simd.argtypes = []
+            lib.seqmm_has_simd.restype = ctypes.c_int
+            return _Loaded(lib, None)
+        except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
+            errors.append(f"{os.path.basename(cc)}: {exc}")
+    return _Loaded(None, "could not build the native kernel: " + "; ".join(errors))
+
+
+def _library() -> _Loaded:
+    global _loaded
+    if _loaded is None:
+        with _lock:
+            if _loaded is None:
+                _loaded = _load()
+    return _loaded
+
+
+def available() -> bool:
+    """True when the native kernel is built and loaded (decided once per process)."""
+    return _library().lib is not None
+
+
+def unavailable_reason() -> str | None:
+    """Why :func:`available` is False (None when it is True)."""
+    return _library().reason
+
+
+def _force_portable() -> bool:
+    return os.environ.get("KTIR_MODELS_NATIVE", "").strip().lower() == "portable"
+
+
+def uses_simd() -> bool:
+    """True when :func:`kloop` runs the AVX2/FMA/F16C path (False: the portable C path)."""
+    lib = _library().lib
+    return lib is not None and not _force_portable() and bool(lib.seqmm_has_simd())
+
+
+def _check_dtype(name: str, dt) -> np.dtype:
+    dt = np.dtype(dt)
+    if dt not in (np.dtype(np.float16), np.dtype(np.float32)):
+        raise TypeError(f"seqmm: {name} must be float16 or float32, got {dt}")
+    return dt
+
+
+def _shapes(a: np.ndarray, b: np.ndarray, trips: int, kb: int, transpose_b: bool):
+    if a.ndim != 3 or b.ndim != 3:
+        raise ValueError(f"seqmm: a and b must be 3-D [C, ...], got {a.shape} and {b.shape}")
+    if trips < 1 or kb < 1:
+        raise ValueError(f"seqmm: trips and kb must be >= 1, got trips={trips} kb={kb}")
+    C, M, K = a.shape
+    if K != trips * kb:
+        raise ValueError(f"seqmm: a has K={K}, expected trips*kb = {trips}*{kb} = {trips * kb}")
+    Cb, d1, d2 = b.shape
+    Kb, N = (d2, d1) if transpose_b else (d1, d2)
+    if Cb != C or Kb != K:
+        want = f"[{C}, N, {K}]" if transpose_b else f"[{C}, {K}, N]"
+        raise ValueError(f"seqmm: b has shape {list(b.shape)}, expected {want}")
+    return C, M, N, K
+
+
+def kloop_reference(a, b, acc, *, trips: int, kb: int, transpose_b: bool,
+                    part_dtype, acc_dtype) -> np.ndarray:
+    """The definition in the module docstring, literally, in numpy: f32 products and f32 sums one
+    k at a time, vectorised over (c, m, n). Slow (K numpy steps); for tests and small shapes."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    part_dtype = _check_dtype("part_dtype", part_dtype)
+    acc_dtype = _check_dtype("acc_dtype", acc_dtype)
+    C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
+    B = np.swapaxes(b, 1, 2) if transpose_b else b          # [C, K, N]
+    a32 = a.astype(np.float32)
+    B32 = B.astype(np.float32)
+    r = None if acc is None else np.broadcast_to(np.asarray(acc, dtype=acc_dtype),
+                                                 (C, M, N)).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for t in range(trips):
+            s = np.zeros((C, M, N), np.float32)
+            for k in range(t * kb, (t + 1) * kb):
+                prod = a32[:, :, k, None] * B32[:, None, k, :]    # exact: f16*f16 fits in f32
+                s = s + prod
+            p = s.astype(part_dtype).astype(np.float32)
+            r = p if r is None else (r + p).astype(acc_dtype).astype(np.float32)
+        return np.ascontiguousarray(r.astype(acc_dtype))
+
+
+def _element_strides(x: np.ndarray) -> tuple[int, ...] | None:
+    if any(s % x.itemsize for s in x.strides):
+        return None
+    return tuple(s // x.itemsize for s in x.strides)
+
+
+def _as_f16(name: str, x) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype != np.float16:
+        raise TypeError(f"seqmm: {name} must be float16, got {x.dtype}")
+    return x
+
+
+def _unit_inner(b: np.ndarray, transpose_b: bool) -> tuple[np.ndarray, bool]:
+    """``b`` as the kernel reads it: its last dim unit-stride, and the layout that means.
+
+    A [C, K, N] operand whose K (not N) is unit-stride is a transposed [C, N, K] one and is read
+    as such (and vice versa), without a copy. Otherwise the operand is copied once, and when it is
+    shared by every core (stride 0 over C) only one core's worth is copied."""
+    st = _element_strides(b)
+    if st is not None and st[2] == 1:
+        return b, transpose_b
+    if st is not None and st[1] == 1:
+        return np.swapaxes(b, 1, 2), not transpose_b
+    if b.shape[0] > 1 and b.strides[0] == 0:
+        one = np.ascontiguousarray(b[:1])
+        return np.broadcast_to(one, b.shape), transpose_b
+    return np.ascontiguousarray(b), transpose_b
+
+
+def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_dtype,
+          threads: int | None = None) -> np.ndarray:
+    """The native kernel: same arguments and the same bits as :func:`kloop_reference`.
+
+    ``a`` is float16 [C, M, K] (K = trips*kb), ``b`` float16 [C, K, N] (or [C, N, K] with
+    ``transpose_b``), both with any strides (stride 0 over C shares an operand between cores);
+    ``acc`` is None or [C, M, N] of ``acc_dtype``. Returns a new C-contiguous [C, M, N] array of
+    ``acc_dtype``; the inputs are never written. ``threads`` (None: up to 2 for problems of at
+    least ~1M multiply-adds, else 1) never changes the result: threads split (c, n) ranges, never
+    k. Raises RuntimeError when :func:`available` is False."""
+    lib = _library().lib
+    if lib is None:
+        raise RuntimeError(f"seqmm native kernel unavailable: {unavailable_reason()}")
+    a = _as_f16("a", a)
+    b = _as_f16("b", b)
+    part_dtype = _check_dtype("part_dtype", part_dtype)
+    acc_dtype = _check_dtype("acc_dtype", acc_dtype)
+    C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
+    out = np.empty((C, M, N), dtype=acc_dtype)
+    if acc is not None:
+        acc = np.asarray(acc)
+        if acc.dtype != acc_dtype:
+            raise TypeError(f"seqmm: acc must be {acc_dtype}, got {acc.dtype}")
+        if acc.shape != (C, M, N):
+            raise ValueError(f"seqmm: acc has shape {list(acc.shape)}, expected {[C, M, N]}")
+        np.copyto(out, acc)
+    if out.size == 0:
+        return out
+    if _element_strides(a) is None:
+        a = np.ascontiguousarray(a)
+    b, nt = _unit_inner(b, transpose_b)
+    sa = _element_strides(a)
+    sb = _element_strides(b)
+    if threads is None:
+        threads = min(2, os.cpu_count() or 1) if C * M * N * K >= _BIG_PROBLEM else 1
+    threads = max(1, min(int(threads), C * N))
+    rc = lib.seqmm_kloop(
+        a.ctypes.data, sa[0], sa[1], sa[2],
+        b.ctypes.data, sb[0], sb[1],
+        out.ctypes.data, C, M, N, trips, kb,
+        int(nt), int(part_dtype == np.float16), int(acc_dtype == np.float16),
+        int(acc is not None), threads, int(_force_portable()))
+    if rc != 0:
+        raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
+    return out
