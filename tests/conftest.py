@@ -50,3 +50,16 @@ def corpus_dir() -> Path:
     if reason is not None:
         pytest.skip(reason)
     return corpus_path()
+
+
+@pytest.fixture(params=["blas", "native"])
+def native_matmul(request) -> bool:
+    """Both matmul summation orders the numpy back end has: f32 BLAS (False) and the native f16
+    kernel (True; skipped, with the reason, where it cannot be built)."""
+    if request.param == "blas":
+        return False
+    from ktir_models.ktir.backends import seqmm
+
+    if not seqmm.available():
+        pytest.skip(f"native matmul kernel unavailable: {seqmm.unavailable_reason()}")
+    return True

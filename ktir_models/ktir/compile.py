@@ -100,6 +100,8 @@ class Compiler:
         self.index_slots: list[list[int]] = []  # linalg.generic loop index slots (innermost last)
         self.lx_faults: dict = {}
         self.step_of: dict[int, object] = {}  # id(op) -> its step (None: folded); see stacked.py
+        self.where: tuple | None = None  # (block, index) of the op being built
+        self.view_loads: set[int] = set()  # id(op) of loads that may hand out HBM views (ktdp)
         self.users: dict[int, list[Op]] = {}  # id(value) -> ops using it (nested ops included)
         for op in fn.walk():
             for v in op.operands:
@@ -141,7 +143,8 @@ class Compiler:
     def compile_block(self, block: Block) -> list:
         steps = []
         lx_faults = self.lx_faults
-        for op in block.ops:
+        for i, op in enumerate(block.ops):
+            self.where = (block, i)
             if lx_faults and id(op) in lx_faults:
                 steps.append(_fault_step(op, lx_faults[id(op)]))
             builder = self.builders.get(op.name)

@@ -263,21 +263,42 @@ class RunStats:
                 f"LX high-water {hw} bytes")
 
 
+def _native_matmul(wanted: bool | None, backend) -> bool:
+    if wanted is False or getattr(backend, "name", None) != "numpy":
+        if wanted and getattr(backend, "name", None) != "numpy":
+            raise UserError("native_matmul needs the numpy back end")
+        return False
+    from .backends import seqmm
+
+    if seqmm.available():
+        return True
+    if wanted:
+        raise UserError(f"the native matmul kernel is unavailable: {seqmm.unavailable_reason()}")
+    return False
+
+
 class Machine:
     """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`.
 
     ``backend`` is where tensors live and compute (:mod:`.backends`): a back-end object, or a name
     (``"numpy"``, the default, or ``"torch"``) combined with ``device``.
+
+    ``native_matmul`` (numpy back end only): f16 x f16 matmuls run on the compiled kernel of
+    :mod:`.backends.seqmm`, which reads f16 directly and sums in one fixed order (per element,
+    sequentially over k) whatever the shapes or batching; ``None`` uses it when it could be built,
+    ``False`` keeps f32 BLAS (whose summation order is OpenBLAS's), ``True`` requires it.
     """
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
-                 backend="numpy", device: str = "auto", grid_batching: bool = True):
+                 backend="numpy", device: str = "auto", grid_batching: bool = True,
+                 native_matmul: bool | None = None):
         if isinstance(backend, str):
             from .backends import make_backend
 
             backend = make_backend(backend, device)
         self.backend = backend
+        self.native_matmul = _native_matmul(native_matmul, backend)
         # run multi-core grids in lock step, batching steps that support it across cores
         # (compile.run_lockstep); False runs core after core (the plain plan)
         self.grid_batching = bool(grid_batching)

@@ -322,10 +322,11 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
         step.op = op
         preset[id(op)] = step
         seeds.add(id(op.result))
-    for op in prefix + first:
+    for i, op in enumerate(prefix + first):  # body[0 : start + period]
         if id(op) in preset:
             c.step_of[id(op)] = preset[id(op)]
             continue
+        c.where = (fn.body.block, i)
         step = c.builders[op.name](c, op)
         if step is not None:
             step.op = op

@@ -322,6 +322,7 @@ def _block(a: _Access, C: int, ext: tuple, writeable: bool):
 @native("ktdp.load")
 def _load(b, op, plain):
     from .ops.ktdp import _only_matmul_users, f32_key
+    from .ops.linalg import uses_native
 
     c = b.c
     if c.xp.name != "numpy":
@@ -330,7 +331,10 @@ def _load(b, op, plain):
     C = b.C
     hbm = c.machine.hbm
     cache: dict = {}
-    f32 = _only_matmul_users(c, op.result) and op.result.type.elem in ("f16", "bf16")
+    only_mm = _only_matmul_users(c, op.result)
+    native = only_mm and all(uses_native(c, u) for u in c.users[id(op.result)])
+    f32 = only_mm and not native and op.result.type.elem in ("f16", "bf16")
+    view = id(op) in c.view_loads  # the native kernel reads the f16 where it lies
     machine = c.machine
     F32 = np.dtype(np.float32)
 
@@ -391,7 +395,7 @@ def _load(b, op, plain):
         if type(st) is not StackedTile:
             raise _Fallback
         data, _ = values(st)
-        senv[ir] = np.array(data, copy=True)
+        senv[ir] = data if view else np.array(data, copy=True)
 
     return step
 

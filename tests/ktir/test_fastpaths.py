@@ -83,14 +83,16 @@ def _smollm2_dir(fixture: str = "smollm2-135m"):
     return corpus_path() / "scratchy" / fixture
 
 
-def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, monkeypatch):
+def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, native: bool,
+              monkeypatch):
     from ktir_models.ktir.ops import scf
 
     with monkeypatch.context() as patch:
         if not batched:
             patch.setattr(scf, "_try_batched_gemm_loop", lambda c, op: None)
         fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
-        machine = ktir.Machine(grid_batching=batched)  # plain: core after core, per-trip loop
+        # plain: core after core, per-trip loop
+        machine = ktir.Machine(grid_batching=batched, native_matmul=native)
         addresses, outputs = {}, {}
         for a in node["args"]:
             rows, cols = tensors[a["tensor"]]
@@ -111,7 +113,7 @@ def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool,
     ("smollm2-135m-prefill", 1), ("smollm2-135m-prefill", 2), ("smollm2-135m-prefill", 13),
     pytest.param("smollm2-135m-prefill", 451, marks=pytest.mark.slow),
 ])
-def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, monkeypatch):
+def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, native_matmul, monkeypatch):
     directory = _smollm2_dir(fixture)
     manifest = json.loads((directory / "manifest.json").read_text())
     tensors = {t["id"]: (t["rows"], t["cols"]) for t in manifest["tensors"]}
@@ -123,8 +125,8 @@ def test_corpus_gemm_node_fast_path_is_bit_identical(fixture, index, monkeypatch
         if not a["is_output"]:
             rows, cols = tensors[a["tensor"]]
             inputs[a["tensor"]] = (RNG.standard_normal((rows, cols)) * 0.5).astype(np.float16)
-    fast = _run_node(directory, node, tensors, inputs, True, monkeypatch)
-    plain = _run_node(directory, node, tensors, inputs, False, monkeypatch)
+    fast = _run_node(directory, node, tensors, inputs, True, native_matmul, monkeypatch)
+    plain = _run_node(directory, node, tensors, inputs, False, native_matmul, monkeypatch)
     assert fast.keys() == plain.keys() and fast
     for name in fast:
         assert np.isfinite(plain[name]).all()

@@ -149,7 +149,8 @@ def test_a_fault_in_a_later_group_is_located_as_in_the_plain_run():
 
 
 @pytest.mark.parametrize("fixture,index,heads", [("smollm2-135m", 6, 9), ("llama-3.2-1b", 6, 32)])
-def test_corpus_decode_attention_is_rerolled_bit_identically(fixture, index, heads):
+def test_corpus_decode_attention_is_rerolled_bit_identically(fixture, index, heads,
+                                                            native_matmul):
     reason = corpus_missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -164,7 +165,7 @@ def test_corpus_decode_attention_is_rerolled_bit_identically(fixture, index, hea
               for a in node["args"] if not a["is_output"]}
     outs = []
     for batched in (True, False):
-        machine = ktir.Machine(grid_batching=batched)
+        machine = ktir.Machine(grid_batching=batched, native_matmul=native_matmul)
         addresses, outputs = {}, {}
         for a in node["args"]:
             if a["is_output"]:

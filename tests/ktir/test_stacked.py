@@ -168,12 +168,12 @@ def per_core_gemv() -> ktir.Function:
     return program("%x: index, %w: index, %o: index", body, grid="[4]")
 
 
-def test_stacked_matmul_with_cached_stacked_weights_is_bit_identical():
+def test_stacked_matmul_with_cached_stacked_weights_is_bit_identical(native_matmul):
     x = RNG.standard_normal((1, 576)).astype(np.float16)
     w = (RNG.standard_normal((1024, 576)) * 0.1).astype(np.float16)
     outs = []
     for batched in (True, False):
-        m = ktir.Machine(grid_batching=batched)
+        m = ktir.Machine(grid_batching=batched, native_matmul=native_matmul)
         bx, bw = m.hbm.allocate_from(x, name="x"), m.hbm.allocate_from(w, name="w")
         bo = m.hbm.allocate((1, 1024), "float16", name="o")
         plan = m.compile(per_core_gemv())
@@ -182,8 +182,8 @@ def test_stacked_matmul_with_cached_stacked_weights_is_bit_identical():
             plan.run([bx.address, bw.address, bo.address])
         assert (plan._c.stacked is not None) == batched
         # the first (core by core) run cached each core's f32 tile; the stacked copy replaces
-        # them: the weights are held once
-        assert m.f32_cache_used == (w.size + x.size) * 4
+        # them: the weights are held once. The native kernel reads the f16 in HBM: no copies.
+        assert m.f32_cache_used == (0 if native_matmul else (w.size + x.size) * 4)
         outs.append(bo.read())
     np.testing.assert_array_equal(bits(outs[0]), bits(outs[1]))
     ref = (x.astype(np.float64) @ w.astype(np.float64).T).astype(np.float16)
@@ -237,9 +237,9 @@ def test_a_single_core_is_not_stacked():
 
 # ----------------------------------------------------------------------------- corpus nodes
 
-def _node_outputs(directory, node, tensors, inputs, batched):
+def _node_outputs(directory, node, tensors, inputs, batched, native):
     fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
-    machine = ktir.Machine(grid_batching=batched)
+    machine = ktir.Machine(grid_batching=batched, native_matmul=native)
     addresses, outputs = {}, {}
     for a in node["args"]:
         rows, cols = tensors[a["tensor"]]
@@ -257,7 +257,7 @@ def _node_outputs(directory, node, tensors, inputs, batched):
 # scratchy smollm2-135m-prefill: node 6 is the 9-core attention (32 unrolled rows per head),
 # node 10 a 32-core GEMM (its K-loop runs in its batched form inside the stacked run)
 @pytest.mark.parametrize("index", [6, 10])
-def test_corpus_prefill_nodes_stacked_are_bit_identical(index):
+def test_corpus_prefill_nodes_stacked_are_bit_identical(index, native_matmul):
     reason = corpus_missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -267,9 +267,9 @@ def test_corpus_prefill_nodes_stacked_are_bit_identical(index):
     node = manifest["nodes"][index]
     inputs = {a["tensor"]: (RNG.standard_normal(tensors[a["tensor"]]) * 0.5).astype(np.float16)
               for a in node["args"] if not a["is_output"]}
-    plan, fast = _node_outputs(directory, node, tensors, inputs, True)
+    plan, fast = _node_outputs(directory, node, tensors, inputs, True, native_matmul)
     assert plan._c.stacked is not None and plan._c.stacked.native > 0
-    _, slow = _node_outputs(directory, node, tensors, inputs, False)
+    _, slow = _node_outputs(directory, node, tensors, inputs, False, native_matmul)
     assert fast.keys() == slow.keys() and fast
     for name in fast:
         assert np.isfinite(slow[name]).all()

@@ -736,11 +736,67 @@ def _only_matmul_users(c, v) -> bool:
                                v in u.groups.get("ins", []) for u in users)
 
 
+_MAY_WRITE = ("ktdp.store", "func.call")
+
+
+def _may_write(op) -> bool:
+    return op.name in _MAY_WRITE or op.name.startswith("ktdp.inter_tile") or \
+        any(_may_write(o) for r in op.regions for b in r.blocks for o in b.ops)
+
+
+def _read_before_writes(c, op) -> bool:
+    """True when every user of ``op``'s result is in ``op``'s block and nothing between ``op`` and
+    its last user may write memory: a view of HBM then holds exactly the values the load read,
+    also when a grid runs in lock step or stacked (every core's steps run in program order)."""
+    block, i = c.where
+    users = c.users.get(id(op.result), [])
+    pos = {id(o): k for k, o in enumerate(block.ops)}
+    if not users or any(id(u) not in pos for u in users):
+        return False
+    last = max(pos[id(u)] for u in users)
+    return not any(_may_write(o) for o in block.ops[i + 1:last])
+
+
+def load_view(tile: Tile) -> np.ndarray:
+    """:func:`load_tile`'s values without the copy where that is possible: a read-only view of a
+    box of a fully written HBM region (the same checks), else :func:`load_tile`. Callers make sure
+    nothing writes those bytes while the view is used (:func:`_read_before_writes`)."""
+    view = tile.view
+    region = getattr(view, "region", None)
+    if tile.points is not None or region is None or region.mask is not None or \
+            not isinstance(view, View):
+        return load_tile(tile)
+    _box_check(view, tile.lo, tile.ext)
+    try:
+        block = _strided_block(view, tile.lo, tile.ext)
+    except _Spill:
+        return load_tile(tile)
+    if tile.perm is not None:
+        block = view.xp.transpose(block, tile.perm)
+    block = block.view()
+    block.flags.writeable = False
+    return block
+
+
 @register("ktdp.load")
 def build_load(c, op):
+    from .linalg import uses_native
+
     it = c.slot(op.operands[0])
     ir = c.slot(op.result)
     rt = op.result.type
+    users = c.users.get(id(op.result), [])
+    if _only_matmul_users(c, op.result) and all(uses_native(c, u) for u in users):
+        # the native kernel reads f16 where it lies
+        load = load_tile
+        if _read_before_writes(c, op):
+            c.view_loads.add(id(op))
+            load = load_view
+
+        def step(env):
+            env[ir] = load(env[it])
+
+        return step
     if _only_matmul_users(c, op.result) and rt.elem in ("f16", "bf16"):
         machine = c.machine
 

@@ -2,9 +2,12 @@
 
 Numerics:
 
-* matmul / matmul_transpose_b / batch_matmul: f16 operands are widened to f32, multiplied with f32
-  BLAS, the ``outs`` accumulator is added in f32, and the sum is rounded once to the result type.
-  (numpy float16 matmul does not use BLAS and is never called.)
+* matmul / matmul_transpose_b / batch_matmul: the products are summed in f32, the ``outs``
+  accumulator is added in f32, and the sum is rounded once to the result type. With the native
+  kernel (``Machine.native_matmul``, f16 x f16 operands, numpy back end) each element's products
+  are summed sequentially over k (:mod:`..backends.seqmm`), the same order however the grid is
+  batched; otherwise f16 operands are widened to f32 and multiplied with f32 BLAS, in OpenBLAS's
+  order. (numpy float16 matmul does not use BLAS and is never called.)
 * reduce with a known combiner (addf, maximumf, ...): accumulated in f32 (f64 for f32/f64 inputs),
   combined with the init, rounded once. Bodies that are not a single known combiner are folded
   sequentially in the element type, exactly as written.
@@ -54,7 +57,52 @@ def _is_zero_const(c, v) -> bool:
     return isinstance(val, np.ndarray) and not np.any(val)
 
 
-@register("linalg.matmul", "linalg.matmul_transpose_b", "linalg.batch_matmul")
+MATMULS = ("linalg.matmul", "linalg.matmul_transpose_b", "linalg.batch_matmul")
+
+
+def uses_native(c, op) -> bool:
+    """Whether matmul ``op`` runs on the native kernel: decided once per op from its types, so
+    every plan of a machine (plain, lock step, stacked, the batched K-loop) sums it in the same
+    order and they stay bit-identical."""
+    if not c.machine.native_matmul or op.name not in MATMULS:
+        return False
+    (a, b), (acc,) = _ins_outs(op)
+    return a.type.elem == "f16" and b.type.elem == "f16" and acc.type.elem in ("f16", "f32")
+
+
+def _as_batch3(x, lead: tuple) -> np.ndarray:
+    """``x`` broadcast to ``lead + x.shape[-2:]`` as a 3-D array (a view when ``lead`` has at
+    most one dim: a uniform weight shared by stacked cores keeps stride 0, never copied)."""
+    x = np.broadcast_to(x, lead + x.shape[-2:])
+    return x.reshape((-1,) + x.shape[-2:]) if len(lead) != 1 else x
+
+
+def _native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc):
+    from ..backends.seqmm import kloop
+
+    f16 = np.dtype(np.float16)
+
+    def step(env):
+        A, B = env[ia], env[ib]
+        if A.dtype != f16:  # an f32 copy of f16 values: exact
+            A = A.astype(f16)
+        if B.dtype != f16:
+            B = B.astype(f16)
+        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        M, K, N = A.shape[-2], A.shape[-1], B.shape[-2] if trans else B.shape[-1]
+        if K == 0:  # an empty sum: the accumulator (or zero), rounded
+            zeros = np.zeros(lead + (M, N), np.float32)
+            env[ir] = (zeros if zero_acc else zeros + env[iacc]).astype(dt)
+            return
+        acc = None if zero_acc else _as_batch3(np.asarray(env[iacc]), lead)
+        out = kloop(_as_batch3(A, lead), _as_batch3(B, lead), acc, trips=1, kb=K,
+                    transpose_b=trans, part_dtype=np.float32, acc_dtype=dt)
+        env[ir] = out.reshape(lead + (M, N))
+
+    return step
+
+
+@register(*MATMULS)
 def build_matmul(c, op):
     (a, b), (acc,) = _ins_outs(op)
     r = op.result
@@ -62,6 +110,8 @@ def build_matmul(c, op):
     ia, ib, iacc, ir = c.slot(a), c.slot(b), c.slot(acc), c.slot(r)
     trans = op.name == "linalg.matmul_transpose_b"
     zero_acc = _is_zero_const(c, acc)
+    if uses_native(c, op):
+        return _native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc)
     xp = c.xp
     wide, matmul, add, astype = _wide_of(xp), xp.matmul, xp.add, xp.astype
 

@@ -153,7 +153,7 @@ def _k_dim(c, tile_op, iv) -> int | None:
 def _try_batched_gemm_loop(c, op):
     from ..backends.f16_chain import chain_add_f16, chain_add_f16_tensors, torch_available
     from .ktdp import Tile, _anchor_fn, load_f32, load_tile
-    from .linalg import _is_zero_const
+    from .linalg import _is_zero_const, uses_native
 
     lb, ub, st = op.groups["bounds"]
     if len(op.groups["inits"]) != 1 or not c.all_const((lb, ub, st)):
@@ -202,6 +202,8 @@ def _try_batched_gemm_loop(c, op):
         ext[kd_want] = step_k * trips
         lo_fn = _anchor_fn(c, tile.attrs["base_map"], tile.groups["indices"], los)
         plans.append((c.slot(base), lo_fn, tuple(ext), load.result.type.elem))
+    if uses_native(c, mm):
+        return _native_gemm_loop(c, op, plans, trips, step_k, mm, acc)
     machine = c.machine
     iv_slot, lb_value = c.slot(iv), int(c.const(lb))
     init_slot, res_slot = c.slot(op.groups["inits"][0]), c.slot(op.results[0])
@@ -301,6 +303,66 @@ def _try_batched_gemm_loop(c, op):
             totals = chain(totals, xp.moveaxis(parts, [0], [1]))  # trips first: [t, C, m, N]
         for k, env in enumerate(envs):
             env[res_slot] = totals[k]
+
+    step.batched = batched
+    step.op = op
+    return step
+
+
+def _native_gemm_loop(c, op, plans, trips: int, step_k: int, mm, acc):
+    """The K-loop on the native kernel (f16 operands, ``uses_native``): one call runs every trip's
+    partial, its rounding to the matmul's type and the rounded accumulation, reading A and the
+    f16 weight B where they lie (no f32 copies). The kernel sums each element sequentially over k
+    whatever the batching, so cores stacked into one call get their own loop's bits."""
+    from ..backends.seqmm import kloop
+    from .ktdp import Tile, load_tile, load_view
+
+    (a_base, a_lo, a_ext, _), (b_base, b_lo, b_ext, _) = plans
+    iv_slot, lb_value = c.slot(op.regions[0].block.args[0]), int(c.const(op.groups["bounds"][0]))
+    init_slot, res_slot = c.slot(op.groups["inits"][0]), c.slot(op.results[0])
+    transpose_b = mm.name == "linalg.matmul_transpose_b"
+    part_dt, acc_dt = mm.result.type.dtype, acc.type.dtype
+
+    def operands(env):
+        """This core's A [m, K], B ([K, N], or [N, K] for transpose_b) and accumulator."""
+        env[iv_slot] = lb_value  # anchors of the first trip
+        A = load_tile(Tile(env[a_base], a_lo(env), a_ext, None, None, a_ext))
+        B = load_view(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
+        return A, B, env[init_slot]
+
+    def run(A, B, total):
+        return kloop(A, B, total, trips=trips, kb=step_k, transpose_b=transpose_b,
+                     part_dtype=part_dt, acc_dtype=acc_dt)
+
+    def step(env):
+        A, B, total = operands(env)
+        env[res_slot] = run(A[None], B[None], np.asarray(total)[None])[0]
+
+    def batched(envs):
+        """Every core of the grid in one kernel call: cores reading the same B as rows of one
+        A, cores reading B boxes at a constant stride as one strided [C, ...] B."""
+        loaded = [operands(env) for env in envs]
+        As = [np.asarray(x[0]) for x in loaded]
+        Bs = [x[1] for x in loaded]
+        totals = [np.asarray(x[2]) for x in loaded]
+        B0 = Bs[0]
+        same_form = all(b.shape == B0.shape and b.strides == B0.strides and
+                        b.dtype == B0.dtype for b in Bs) and \
+            all(a.shape == As[0].shape for a in As)
+        ptrs = [b.__array_interface__["data"][0] for b in Bs]
+        if same_form and len(set(ptrs)) == 1:
+            m = As[0].shape[0]
+            out = run(np.concatenate(As)[None], B0[None], np.concatenate(totals)[None])[0]
+            results = [out[k * m:(k + 1) * m] for k in range(len(envs))]
+        elif same_form and len(envs) > 1 and len({p - q for p, q in zip(ptrs[1:], ptrs)}) == 1:
+            B3 = np.lib.stride_tricks.as_strided(B0, shape=(len(Bs),) + B0.shape,
+                                                 strides=(ptrs[1] - ptrs[0],) + B0.strides,
+                                                 writeable=False)
+            results = list(run(np.stack(As), B3, np.stack(totals)))
+        else:
+            results = [run(A[None], B[None], t[None])[0] for A, B, t in loaded]
+        for env, r in zip(envs, results):
+            env[res_slot] = r
 
     step.batched = batched
     step.op = op
