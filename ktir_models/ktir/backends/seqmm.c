@@ -41,7 +41,21 @@
 #define KS 16          /* k's per slab */
 #define NC_MAX 256     /* columns per work item */
 #define NC_ALIGN 32    /* slab/tile columns are padded to this many (micro-kernel strip widths) */
+#ifndef PF_SLABS
+#define PF_SLABS 2     /* how many slabs ahead the weights are prefetched */
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 #define MR_MAX 6       /* rows per micro-kernel tile */
+/* the micro-kernel's accumulators must live in registers: fully unroll its small fixed loops */
+#if defined(__clang__)
+#define UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define UNROLL _Pragma("GCC unroll 16")
+#else
+#define UNROLL
+#endif
 
 /* ---------------------------------------------------------------- exact f16 <-> f32, portable */
 
@@ -98,7 +112,8 @@ typedef struct {
 
 typedef struct {
     float *a32;    /* [M][K] the current c's a, in f32 */
-    float *slab;   /* [KS][ncp] */
+    float *slab;   /* [KS][ncp] f32 weights of one slab */
+    uint16_t *slab16; /* [KS][ncp] f16 weights of one slab (transposed for nt) */
     float *s;      /* [M][ncp] partials that span slabs */
     float *r;      /* [M][ncp] the chained accumulator (values of acc dtype, or the first partial) */
     ptrdiff_t cur_c;
@@ -176,130 +191,205 @@ SIMD_INLINE __m256 r16v(__m256 x) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+/* Weights stream from memory once, in an order the hardware prefetchers do not follow (short
+   runs of many rows): fetch the slab PF_SLABS ahead explicitly. */
+SIMD_FN static void prefetch_slab(const job_t *j, const uint16_t *bc, ptrdiff_t k0, ptrdiff_t n0, ptrdiff_t nb) {
+    ptrdiff_t kp = k0 + PF_SLABS * KS;
+    if (!j->nt) {
+        for (ptrdiff_t k = kp; k < kp + KS && k < j->K; k++)
+            for (ptrdiff_t n = 0; n < nb; n += 32) _mm_prefetch((const char *)(bc + k * j->sbo + n0 + n), PF_HINT);
+    } else if (kp < j->K) {
+        for (ptrdiff_t n = 0; n < nb; n++) _mm_prefetch((const char *)(bc + (n0 + n) * j->sbo + kp), PF_HINT);
+    }
+}
+
+/* nn: slab16[kk][n] = b[k0+kk, n0+n] for n < nb, zero up to nbp (only for an item's column tail:
+   full items are read in place) */
+SIMD_FN static void slab16_nn(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+                              ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
+    for (ptrdiff_t kk = 0; kk < ks; kk++) {
+        const uint16_t *src = bc + (k0 + kk) * j->sbo + n0;
+        uint16_t *row = w->slab16 + kk * j->ncp;
+        memcpy(row, src, sizeof(uint16_t) * (size_t)nb);
+        memset(row + nb, 0, sizeof(uint16_t) * (size_t)(nbp - nb));
+    }
+}
+
+/* 8x8 transpose of 16-bit elements within each 128-bit lane: rows r[i] (n0+i) of k's become
+   y[kk] = the 8 n's at one k (lane 0: k = kk, lane 1: k = 8 + kk) */
+#define TRANSPOSE8x8(T, U, r, y)                                                                     \
+    do {                                                                                          \
+        T t0 = U##_unpacklo_epi16(r[0], r[1]), t1 = U##_unpackhi_epi16(r[0], r[1]);      \
+        T t2 = U##_unpacklo_epi16(r[2], r[3]), t3 = U##_unpackhi_epi16(r[2], r[3]);      \
+        T t4 = U##_unpacklo_epi16(r[4], r[5]), t5 = U##_unpackhi_epi16(r[4], r[5]);      \
+        T t6 = U##_unpacklo_epi16(r[6], r[7]), t7 = U##_unpackhi_epi16(r[6], r[7]);      \
+        T u0 = U##_unpacklo_epi32(t0, t2), u1 = U##_unpackhi_epi32(t0, t2);              \
+        T u2 = U##_unpacklo_epi32(t1, t3), u3 = U##_unpackhi_epi32(t1, t3);              \
+        T u4 = U##_unpacklo_epi32(t4, t6), u5 = U##_unpackhi_epi32(t4, t6);              \
+        T u6 = U##_unpacklo_epi32(t5, t7), u7 = U##_unpackhi_epi32(t5, t7);              \
+        y[0] = U##_unpacklo_epi64(u0, u4); y[1] = U##_unpackhi_epi64(u0, u4);                    \
+        y[2] = U##_unpacklo_epi64(u1, u5); y[3] = U##_unpackhi_epi64(u1, u5);                    \
+        y[4] = U##_unpacklo_epi64(u2, u6); y[5] = U##_unpackhi_epi64(u2, u6);                    \
+        y[6] = U##_unpacklo_epi64(u3, u7); y[7] = U##_unpackhi_epi64(u3, u7);                    \
+    } while (0)
+#define _mm128_unpacklo_epi16 _mm_unpacklo_epi16
+#define _mm128_unpackhi_epi16 _mm_unpackhi_epi16
+#define _mm128_unpacklo_epi32 _mm_unpacklo_epi32
+#define _mm128_unpackhi_epi32 _mm_unpackhi_epi32
+#define _mm128_unpacklo_epi64 _mm_unpacklo_epi64
+#define _mm128_unpackhi_epi64 _mm_unpackhi_epi64
+
+/* nt: slab16[kk][n] = b[n0+n, k0+kk] (transposed, still f16), zero for n >= nb */
+SIMD_FN static void slab16_nt(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
                               ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
     const ptrdiff_t ncp = j->ncp, sbo = j->sbo;
-    if (!j->nt) {
-        for (ptrdiff_t kk = 0; kk < ks; kk++) {
-            const uint16_t *src = bc + (k0 + kk) * sbo + n0;
-            float *row = w->slab + kk * ncp;
-            ptrdiff_t n = 0;
-            for (; n + 8 <= nb; n += 8)
-                _mm256_storeu_ps(row + n, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + n))));
-            for (; n < nb; n++) row[n] = _cvtsh_ss(src[n]);
-            for (; n < nbp; n++) row[n] = 0.f;
-        }
-        return;
-    }
-    /* nt: b rows are n, k unit stride. 8 n x 8 k blocks are transposed in registers. */
+    uint16_t *slab = w->slab16;
     for (ptrdiff_t g = 0; g < nbp; g += 8) {
         ptrdiff_t kk = 0;
         if (g + 8 <= nb) {
             const uint16_t *src = bc + (n0 + g) * sbo + k0;
+            if (ks == 16) {  /* two 8x8 blocks per 256-bit shuffle */
+                __m256i r[8], y[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(src + i * sbo));
+                TRANSPOSE8x8(__m256i, _mm256, r, y);
+                for (int i = 0; i < 8; i++) {
+                    _mm_storeu_si128((__m128i *)(slab + i * ncp + g), _mm256_castsi256_si128(y[i]));
+                    _mm_storeu_si128((__m128i *)(slab + (8 + i) * ncp + g), _mm256_extracti128_si256(y[i], 1));
+                }
+                continue;
+            }
             for (; kk + 8 <= ks; kk += 8) {
-                __m128i r0 = _mm_loadu_si128((const __m128i *)(src + 0 * sbo + kk));
-                __m128i r1 = _mm_loadu_si128((const __m128i *)(src + 1 * sbo + kk));
-                __m128i r2 = _mm_loadu_si128((const __m128i *)(src + 2 * sbo + kk));
-                __m128i r3 = _mm_loadu_si128((const __m128i *)(src + 3 * sbo + kk));
-                __m128i r4 = _mm_loadu_si128((const __m128i *)(src + 4 * sbo + kk));
-                __m128i r5 = _mm_loadu_si128((const __m128i *)(src + 5 * sbo + kk));
-                __m128i r6 = _mm_loadu_si128((const __m128i *)(src + 6 * sbo + kk));
-                __m128i r7 = _mm_loadu_si128((const __m128i *)(src + 7 * sbo + kk));
-                __m128i t0 = _mm_unpacklo_epi16(r0, r1), t1 = _mm_unpackhi_epi16(r0, r1);
-                __m128i t2 = _mm_unpacklo_epi16(r2, r3), t3 = _mm_unpackhi_epi16(r2, r3);
-                __m128i t4 = _mm_unpacklo_epi16(r4, r5), t5 = _mm_unpackhi_epi16(r4, r5);
-                __m128i t6 = _mm_unpacklo_epi16(r6, r7), t7 = _mm_unpackhi_epi16(r6, r7);
-                __m128i u0 = _mm_unpacklo_epi32(t0, t2), u1 = _mm_unpackhi_epi32(t0, t2);
-                __m128i u2 = _mm_unpacklo_epi32(t1, t3), u3 = _mm_unpackhi_epi32(t1, t3);
-                __m128i u4 = _mm_unpacklo_epi32(t4, t6), u5 = _mm_unpackhi_epi32(t4, t6);
-                __m128i u6 = _mm_unpacklo_epi32(t5, t7), u7 = _mm_unpackhi_epi32(t5, t7);
-                float *d = w->slab + kk * ncp + g;
-                _mm256_storeu_ps(d + 0 * ncp, _mm256_cvtph_ps(_mm_unpacklo_epi64(u0, u4)));
-                _mm256_storeu_ps(d + 1 * ncp, _mm256_cvtph_ps(_mm_unpackhi_epi64(u0, u4)));
-                _mm256_storeu_ps(d + 2 * ncp, _mm256_cvtph_ps(_mm_unpacklo_epi64(u1, u5)));
-                _mm256_storeu_ps(d + 3 * ncp, _mm256_cvtph_ps(_mm_unpackhi_epi64(u1, u5)));
-                _mm256_storeu_ps(d + 4 * ncp, _mm256_cvtph_ps(_mm_unpacklo_epi64(u2, u6)));
-                _mm256_storeu_ps(d + 5 * ncp, _mm256_cvtph_ps(_mm_unpackhi_epi64(u2, u6)));
-                _mm256_storeu_ps(d + 6 * ncp, _mm256_cvtph_ps(_mm_unpacklo_epi64(u3, u7)));
-                _mm256_storeu_ps(d + 7 * ncp, _mm256_cvtph_ps(_mm_unpackhi_epi64(u3, u7)));
+                __m128i r[8], y[8];
+                for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * sbo + kk));
+                TRANSPOSE8x8(__m128i, _mm128, r, y);
+                for (int i = 0; i < 8; i++) _mm_storeu_si128((__m128i *)(slab + (kk + i) * ncp + g), y[i]);
             }
         }
-        /* k tail of the slab (only the last slab of K), or an n group past the end of N */
-        for (; kk < ks; kk++) {
-            float *row = w->slab + kk * ncp + g;
+        /* k tail of the last slab, or an n group reaching past N */
+        for (; kk < ks; kk++)
             for (ptrdiff_t i = 0; i < 8; i++)
-                row[i] = g + i < nb ? _cvtsh_ss(bc[(n0 + g + i) * sbo + k0 + kk]) : 0.f;
-        }
+                slab[kk * ncp + g + i] = g + i < nb ? bc[(n0 + g + i) * sbo + k0 + kk] : 0;
     }
 }
 
-/* Closes a trip for the tile's accumulators: round the partial, chain it into r, restart at +0. */
-#define CLOSE_TRIP(MR, NV)                                                                   \
-    do {                                                                                      \
-        for (int i_ = 0; i_ < (MR); i_++)                                                     \
-            for (int v_ = 0; v_ < (NV); v_++) {                                               \
-                float *rp = r + i_ * ncp + 8 * v_;                                            \
-                __m256 p = part16 ? r16v(acc[i_][v_]) : acc[i_][v_];                          \
-                if (have_r) {                                                                 \
-                    __m256 x = _mm256_add_ps(_mm256_loadu_ps(rp), p);                         \
-                    p = acc16 ? r16v(x) : x;                                                  \
-                }                                                                             \
-                _mm256_storeu_ps(rp, p);                                                      \
-                acc[i_][v_] = _mm256_setzero_ps();                                            \
-            }                                                                                 \
-    } while (0)
+/* slab32 = f32(rows [0, ks) x columns [0, nbp) of the f16 matrix src with row stride ss) */
+SIMD_FN static void widen(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss, ptrdiff_t ks, ptrdiff_t nbp) {
+    for (ptrdiff_t kk = 0; kk < ks; kk++)
+        for (ptrdiff_t n = 0; n < nbp; n += 8)
+            _mm256_storeu_ps(dst + kk * ds + n, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + kk * ss + n))));
+}
 
-/* rows [0, MR) x columns [0, 8*NV) of a tile over the slab's ks k's (MR, NV compile-time) */
-SIMD_INLINE void tile_simd(const int MR, const int NV, const float *a32, ptrdiff_t K,
-                           const float *slab, ptrdiff_t ncp, float *s, float *r,
-                           ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t kb, int acc_given, int part16, int acc16) {
+/* Rows [0, MR) x columns [0, 8*NV) of a tile over ks k's, weights f16 (W16) or f32, row
+   stride ws; MR, NV, W16 are compile-time constants at every call. Accumulators open at +0 on a
+   trip's first k, close (round, chain into r) after its last k, wait in s between slabs. */
+SIMD_INLINE void tile(const int MR, const int NV, const int W16, const float *a32, ptrdiff_t K,
+                      const void *wp, ptrdiff_t ws, float *s, float *r, ptrdiff_t ncp,
+                      ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t kb, int acc_given, int part16, int acc16) {
     __m256 acc[MR_MAX][4];
     ptrdiff_t t = k0 / kb, in_trip = k0 % kb;
-    for (int i = 0; i < MR; i++)
-        for (int v = 0; v < NV; v++)
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int v = 0; v < NV; v++)
             acc[i][v] = in_trip ? _mm256_loadu_ps(s + i * ncp + 8 * v) : _mm256_setzero_ps();
     for (ptrdiff_t kk = 0; kk < ks; kk++) {
         __m256 wv[4];
-        for (int v = 0; v < NV; v++) wv[v] = _mm256_loadu_ps(slab + kk * ncp + 8 * v);
-        for (int i = 0; i < MR; i++) {
+        UNROLL for (int v = 0; v < NV; v++)
+            wv[v] = W16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)wp + kk * ws + 8 * v)))
+                        : _mm256_loadu_ps((const float *)wp + kk * ws + 8 * v);
+        UNROLL for (int i = 0; i < MR; i++) {
             __m256 av = _mm256_broadcast_ss(a32 + i * K + k0 + kk);
-            for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(av, wv[v], acc[i][v]);
+            UNROLL for (int v = 0; v < NV; v++) acc[i][v] = _mm256_fmadd_ps(av, wv[v], acc[i][v]);
         }
         if (++in_trip == kb) {
             int have_r = acc_given || t > 0;
-            CLOSE_TRIP(MR, NV);
+            UNROLL for (int i = 0; i < MR; i++)
+                UNROLL for (int v = 0; v < NV; v++) {
+                    float *rp = r + i * ncp + 8 * v;
+                    __m256 p = part16 ? r16v(acc[i][v]) : acc[i][v];
+                    if (have_r) {
+                        __m256 x = _mm256_add_ps(_mm256_loadu_ps(rp), p);
+                        p = acc16 ? r16v(x) : x;
+                    }
+                    _mm256_storeu_ps(rp, p);
+                    acc[i][v] = _mm256_setzero_ps();
+                }
             in_trip = 0;
             t++;
         }
     }
     if (in_trip)
-        for (int i = 0; i < MR; i++)
-            for (int v = 0; v < NV; v++) _mm256_storeu_ps(s + i * ncp + 8 * v, acc[i][v]);
+        UNROLL for (int i = 0; i < MR; i++)
+            UNROLL for (int v = 0; v < NV; v++) _mm256_storeu_ps(s + i * ncp + 8 * v, acc[i][v]);
 }
 
-SIMD_FN static void slab_rows_simd(const job_t *j, scratch_t *w, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nbp) {
+/* one slab (k0 .. k0+ks) of one item for all rows m */
+SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+                              ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
     const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
     const int ag = j->acc_given, p16 = j->part16, a16 = j->acc16;
-    ptrdiff_t m0 = 0;
-    if (M == 1) {
-        for (ptrdiff_t n = 0; n < nbp; n += 32)
-            tile_simd(1, 4, w->a32, K, w->slab + n, ncp, w->s + n, w->r + n, k0, ks, kb, ag, p16, a16);
+    const uint16_t *w16;  /* the slab's weights, f16, [ks][>= nbp], row stride ws16 */
+    ptrdiff_t ws16;
+    prefetch_slab(j, bc, k0, n0, nb);
+    if (j->nt) {
+        slab16_nt(j, w, bc, k0, ks, n0, nb, nbp);
+        w16 = w->slab16; ws16 = ncp;
+    } else if (nb == nbp) {   /* read in place: every tile's columns exist */
+        w16 = bc + k0 * j->sbo + n0; ws16 = j->sbo;
+    } else {
+        slab16_nn(j, w, bc, k0, ks, n0, nb, nbp);
+        w16 = w->slab16; ws16 = ncp;
+    }
+    if (M <= 2) {   /* few rows: convert each weight as it is used, 32 columns per tile */
+        for (ptrdiff_t n = 0; n < nbp; n += 32) {
+            if (M == 1) tile(1, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+            else tile(2, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+        }
         return;
     }
-    for (; m0 < M; m0 += MR_MAX) {
+    /* many rows: convert the slab once, then 6 x 16 register tiles */
+    widen(w->slab, ncp, w16, ws16, ks, nbp);
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += MR_MAX) {
         ptrdiff_t mr = M - m0 < MR_MAX ? M - m0 : MR_MAX;
         const float *am = w->a32 + m0 * K;
         float *sm = w->s + m0 * ncp, *rm = w->r + m0 * ncp;
         for (ptrdiff_t n = 0; n < nbp; n += 16) {
+            const float *wn = w->slab + n;
             switch (mr) {
-            case 6: tile_simd(6, 2, am, K, w->slab + n, ncp, sm + n, rm + n, k0, ks, kb, ag, p16, a16); break;
-            case 5: tile_simd(5, 2, am, K, w->slab + n, ncp, sm + n, rm + n, k0, ks, kb, ag, p16, a16); break;
-            case 4: tile_simd(4, 2, am, K, w->slab + n, ncp, sm + n, rm + n, k0, ks, kb, ag, p16, a16); break;
-            case 3: tile_simd(3, 2, am, K, w->slab + n, ncp, sm + n, rm + n, k0, ks, kb, ag, p16, a16); break;
-            case 2: tile_simd(2, 2, am, K, w->slab + n, ncp, sm + n, rm + n, k0, ks, kb, ag, p16, a16); break;
-            default: tile_simd(1, 2, am, K, w->slab + n, ncp, sm + n, rm + n, k0, ks, kb, ag, p16, a16); break;
+            case 6: tile(6, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 5: tile(5, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 4: tile(4, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 3: tile(3, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 2: tile(2, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            default: tile(1, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
             }
         }
+    }
+}
+
+/* a[c] in f32 and out from r: the F16C forms of convert_a / store_out (same values) */
+SIMD_FN static void convert_a_simd(const job_t *j, scratch_t *w, ptrdiff_t c) {
+    if (w->cur_c >= 0 && (w->cur_c == c || j->sac == 0)) return;
+    const uint16_t *ac = j->a + c * j->sac;
+    for (ptrdiff_t m = 0; m < j->M; m++) {
+        float *dst = w->a32 + m * j->K;
+        const uint16_t *src = ac + m * j->sam;
+        ptrdiff_t k = 0;
+        if (j->sak == 1)
+            for (; k + 8 <= j->K; k += 8)
+                _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
+        for (; k < j->K; k++) dst[k] = _cvtsh_ss(src[k * j->sak]);
+    }
+    w->cur_c = c;
+}
+
+SIMD_FN static void store_out_simd(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
+    if (!j->acc16) { store_out(j, w, c, n0, nb); return; }
+    for (ptrdiff_t m = 0; m < j->M; m++) {
+        const float *rm = w->r + m * j->ncp;
+        uint16_t *dst = (uint16_t *)j->out + (c * j->M + m) * j->N + n0;
+        ptrdiff_t n = 0;
+        for (; n + 8 <= nb; n += 8)
+            _mm_storeu_si128((__m128i *)(dst + n), _mm256_cvtps_ph(_mm256_loadu_ps(rm + n), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        for (; n < nb; n++) dst[n] = _cvtss_sh(rm[n], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
 }
 
@@ -321,17 +411,20 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item) {
     ptrdiff_t nb = j->N - n0 < j->nc ? j->N - n0 : j->nc;
     ptrdiff_t nbp = (nb + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;
     const uint16_t *bc = j->b + c * j->sbc;
+#if SEQMM_X86
+    if (j->simd) {
+        convert_a_simd(j, w, c);
+        if (j->acc_given) load_r(j, w, c, n0, nb);
+        for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS)
+            slab_simd(j, w, bc, k0, j->K - k0 < KS ? j->K - k0 : KS, n0, nb, nbp);
+        store_out_simd(j, w, c, n0, nb);
+        return;
+    }
+#endif
     convert_a(j, w, c);
     if (j->acc_given) load_r(j, w, c, n0, nb);
     for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS) {
         ptrdiff_t ks = j->K - k0 < KS ? j->K - k0 : KS;
-#if SEQMM_X86
-        if (j->simd) {
-            slab_simd(j, w, bc, k0, ks, n0, nb, nbp);
-            slab_rows_simd(j, w, k0, ks, nbp);
-            continue;
-        }
-#endif
         slab_portable(j, w, bc, k0, ks, n0, nb, nbp);
         slab_rows_portable(j, w, k0, ks, nbp);
     }
@@ -356,13 +449,14 @@ static void *run_part(void *arg) {
     size_t fl = sizeof(float);
     w.a32 = malloc(fl * (size_t)(j->M * j->K));
     w.slab = malloc(fl * (size_t)(KS * j->ncp));
+    w.slab16 = malloc(sizeof(uint16_t) * (size_t)(KS * j->ncp));
     w.s = malloc(fl * (size_t)(j->M * j->ncp));
     w.r = malloc(fl * (size_t)(j->M * j->ncp));
     w.cur_c = -1;
-    if (!w.a32 || !w.slab || !w.s || !w.r) p->failed = 1;
+    if (!w.a32 || !w.slab || !w.slab16 || !w.s || !w.r) p->failed = 1;
     else
         for (ptrdiff_t it = p->lo; it < p->hi; it++) run_item(j, &w, it);
-    free(w.a32); free(w.slab); free(w.s); free(w.r);
+    free(w.a32); free(w.slab); free(w.slab16); free(w.s); free(w.r);
 #if SEQMM_X86
     _mm_setcsr(csr);
 #endif
@@ -389,7 +483,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     if (C == 1 && threads > 1) chunks = (chunks + threads - 1) / threads * threads;
     if (chunks > N) chunks = N;
     j.nc = (N + chunks - 1) / chunks;
-    j.nc = (j.nc + 7) / 8 * 8;
+    j.nc = (j.nc + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;  /* only an item at the end of N has a tail */
     j.chunks = (N + j.nc - 1) / j.nc;
     j.ncp = (j.nc + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;
     ptrdiff_t items = C * j.chunks;

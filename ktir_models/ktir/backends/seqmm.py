@@ -51,7 +51,7 @@ _SOURCE = Path(__file__).with_name("seqmm.c")
 # inside the library (function target attributes), so one build serves every x86-64 CPU.
 # -ffp-contract=off: contraction would be harmless (every product is exact) but keeps the
 # portable path's arithmetic literally the written one on every compiler.
-_CFLAGS = ("-O2", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math")
+_CFLAGS = ("-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math")
 _LDFLAGS = ("-lpthread",)
 _BIG_PROBLEM = 1 << 20  # multiply-adds from which a second thread pays for itself
 
