@@ -102,10 +102,18 @@ class Compiler:
         self.step_of: dict[int, object] = {}  # id(op) -> its step (None: folded); see stacked.py
         self.where: tuple | None = None  # (block, index) of the op being built
         self.view_loads: set[int] = set()  # id(op) of loads that may hand out HBM views (ktdp)
+        self._positions: dict[int, dict[int, int]] = {}
         self.users: dict[int, list[Op]] = {}  # id(value) -> ops using it (nested ops included)
         for op in fn.walk():
             for v in op.operands:
                 self.users.setdefault(id(v), []).append(op)
+
+    def positions(self, block: Block) -> dict[int, int]:
+        """id(op) -> its index in ``block`` (built once per block)."""
+        pos = self._positions.get(id(block))
+        if pos is None:
+            pos = self._positions[id(block)] = {id(o): k for k, o in enumerate(block.ops)}
+        return pos
 
     def new_slot(self) -> int:
         s = self.n_slots

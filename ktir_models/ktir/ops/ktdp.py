@@ -750,7 +750,7 @@ def _read_before_writes(c, op) -> bool:
     also when a grid runs in lock step or stacked (every core's steps run in program order)."""
     block, i = c.where
     users = c.users.get(id(op.result), [])
-    pos = {id(o): k for k, o in enumerate(block.ops)}
+    pos = c.positions(block)
     if not users or any(id(u) not in pos for u in users):
         return False
     last = max(pos[id(u)] for u in users)
@@ -786,7 +786,8 @@ def build_load(c, op):
     ir = c.slot(op.result)
     rt = op.result.type
     users = c.users.get(id(op.result), [])
-    if _only_matmul_users(c, op.result) and all(uses_native(c, u) for u in users):
+    if users and c.machine.native_matmul and _only_matmul_users(c, op.result) and \
+            all(uses_native(c, u) for u in users):
         # the native kernel reads f16 where it lies
         load = load_tile
         if _read_before_writes(c, op):

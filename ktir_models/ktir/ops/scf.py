@@ -151,7 +151,6 @@ def _k_dim(c, tile_op, iv) -> int | None:
 
 
 def _try_batched_gemm_loop(c, op):
-    from ..backends.f16_chain import chain_add_f16, chain_add_f16_tensors, torch_available
     from .ktdp import Tile, _anchor_fn, load_f32, load_tile
     from .linalg import _is_zero_const, uses_native
 
@@ -204,6 +203,8 @@ def _try_batched_gemm_loop(c, op):
         plans.append((c.slot(base), lo_fn, tuple(ext), load.result.type.elem))
     if uses_native(c, mm):
         return _native_gemm_loop(c, op, plans, trips, step_k, mm, acc)
+    from ..backends.f16_chain import chain_add_f16, chain_add_f16_tensors, torch_available
+
     machine = c.machine
     iv_slot, lb_value = c.slot(iv), int(c.const(lb))
     init_slot, res_slot = c.slot(op.groups["inits"][0]), c.slot(op.results[0])
