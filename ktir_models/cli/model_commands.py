@@ -200,6 +200,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         backend=runner.machine.backend.name,
         device=runner.machine.backend.device,
         backend_version=runner.machine.backend.describe(),
+        matmul=runner.machine.matmul_order(),
     )
 
 

@@ -326,6 +326,12 @@ class Machine:
         self.f32_cache_bytes = int(f32_cache_bytes)
         self.f32_cache_used = 0
 
+    def matmul_order(self) -> str:
+        """How this machine sums f16 x f16 matmuls (reports name it: it decides the last bits)."""
+        if self.native_matmul:
+            return "native f16 kernel (f32 sums, sequential over k)"
+        return f"{self.backend.describe()} BLAS on f32 copies (the library's summation order)"
+
     def unit_bytes(self, dtype: np.dtype) -> int:
         return self._unit or np.dtype(dtype).itemsize
 

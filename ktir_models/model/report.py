@@ -10,7 +10,8 @@ The JSON written by ``--json`` always holds at least ``pass``, ``metrics.top1_ag
 ``metrics.max_abs``, ``metrics.cosine``, ``seconds.parse``, ``seconds.marshal`` and
 ``seconds.execute`` (median seconds per pass over ``--repeat``), and the emulator's array back end:
 ``backend`` (``numpy`` or ``torch``), ``device`` (``cpu``, ``cuda``, ``cuda:N``, ``mps``) and
-``backend_version`` (e.g. ``torch 2.13.0+cpu (cpu)``).
+``backend_version`` (e.g. ``torch 2.13.0+cpu (cpu)``), and ``matmul``: how f16 matmuls were
+summed (the native kernel's sequential order, or the back end's BLAS; docs/backends.md).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ class ForwardReport:
     backend: str = "numpy"  # the emulator's array back end (ktir.backends)
     device: str = "cpu"  # where its tensors live: cpu, cuda, cuda:N or mps
     backend_version: str = "numpy (cpu)"  # the back end's describe(): library version and device
+    matmul: str = "BLAS"  # Machine.matmul_order(): the f32 summation order of f16 matmuls
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict; NaN/Inf numbers become null (strict JSON)."""
@@ -87,6 +89,7 @@ class ForwardReport:
             f"weights  {self.weights}",
             f"golden   {self.golden}",
             f"backend  {self.backend_version}",
+            f"matmul   {self.matmul}",
         ]
         if self.metrics is not None:
             mt = self.metrics

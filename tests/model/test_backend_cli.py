@@ -118,6 +118,12 @@ def test_forward_numpy_json_names_numpy_and_agrees_with_torch(torch_forward_json
     assert "backend  numpy (cpu)" in r.stdout
     doc = json.loads(out.read_text())
     assert (doc["backend"], doc["device"], doc["backend_version"]) == ("numpy", "cpu", "numpy (cpu)")
+    from ktir_models.ktir.backends import seqmm
+
+    # the report names the summation order of the f16 matmuls (it decides the last bits)
+    assert doc["matmul"].startswith("native" if seqmm.available() else "numpy (cpu) BLAS")
+    assert f"matmul   {doc['matmul']}" in r.stdout
+    assert torch_forward_json["matmul"].startswith("torch")
     ref, got = doc["metrics"], torch_forward_json["metrics"]
     assert got["top1_rows"] == ref["top1_rows"]
     # Both max_abs are taken against the same golden, so they differ by at most the largest
