@@ -465,6 +465,116 @@ static void *run_part(void *arg) {
 
 #define MAX_THREADS 64
 
+/* ---------------------------------------------------------------- a small persistent thread pool
+ * Starting a thread costs tens of microseconds, as much as a decode GEMV's share, so workers are
+ * started once and kept. After a job a worker spins briefly (calls come back to back in a forward
+ * pass), then sleeps on a condition variable. One caller uses the pool at a time; a concurrent
+ * caller starts its own threads. After fork() the child forgets the pool (its threads are gone). */
+#include <stdatomic.h>
+
+#define POOL_SPIN 4000   /* polls (x86: PAUSE, ~30-140 cycles each) before a worker sleeps */
+
+static pthread_mutex_t pool_call = PTHREAD_MUTEX_INITIALIZER;  /* held by the caller using the pool */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_wake = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t pool_done = PTHREAD_COND_INITIALIZER;
+static int pool_size;                 /* workers started; worker i runs part i (1-based) */
+static int pool_atfork;
+static atomic_ulong pool_gen;         /* bumped (release) once the job below is published */
+static atomic_int pool_pending;       /* parts still running on workers */
+static part_t *pool_parts;
+static int pool_nparts;
+static unsigned long pool_gen0[MAX_THREADS];  /* the generation each worker was started at */
+
+static inline void cpu_relax(void) {
+#if SEQMM_X86
+    _mm_pause();
+#endif
+}
+
+static void pool_forget(void) {
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    pool_call = m; pool_mu = m; pool_wake = cv; pool_done = cv;
+    pool_size = 0;
+}
+
+static void *pool_worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    unsigned long seen = pool_gen0[id];   /* jobs published after the worker's start are its */
+    for (;;) {
+        unsigned long g;
+        for (int spin = 0; (g = atomic_load_explicit(&pool_gen, memory_order_acquire)) == seen && spin < POOL_SPIN; spin++)
+            cpu_relax();
+        if (g == seen) {
+            pthread_mutex_lock(&pool_mu);
+            while ((g = atomic_load_explicit(&pool_gen, memory_order_acquire)) == seen)
+                pthread_cond_wait(&pool_wake, &pool_mu);
+            pthread_mutex_unlock(&pool_mu);
+        }
+        seen = g;
+        if (id < pool_nparts) {
+            run_part(&pool_parts[id]);
+            if (atomic_fetch_sub_explicit(&pool_pending, 1, memory_order_acq_rel) == 1) {
+                pthread_mutex_lock(&pool_mu);
+                pthread_cond_broadcast(&pool_done);
+                pthread_mutex_unlock(&pool_mu);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* runs parts[0..n) with the pool; returns 0, or -1 when the pool is busy (caller falls back) */
+static int pool_run(part_t *parts, int n) {
+    if (pthread_mutex_trylock(&pool_call) != 0) return -1;
+    if (!pool_atfork) pool_atfork = pthread_atfork(NULL, NULL, pool_forget) == 0;
+    while (pool_size < n - 1) {
+        pthread_t tid;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pool_gen0[pool_size + 1] = atomic_load(&pool_gen);
+        int ok = pthread_create(&tid, &attr, pool_worker, (void *)(intptr_t)(pool_size + 1)) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok) break;
+        pool_size++;
+    }
+    int pooled = n - 1 < pool_size ? n : pool_size + 1;   /* parts [pooled, n) run here */
+    pool_parts = parts;
+    pool_nparts = pooled;
+    atomic_store_explicit(&pool_pending, pooled - 1, memory_order_relaxed);
+    pthread_mutex_lock(&pool_mu);
+    atomic_fetch_add_explicit(&pool_gen, 1, memory_order_release);
+    pthread_cond_broadcast(&pool_wake);
+    pthread_mutex_unlock(&pool_mu);
+    run_part(&parts[0]);
+    for (int i = pooled; i < n; i++) run_part(&parts[i]);
+    for (int spin = 0; atomic_load_explicit(&pool_pending, memory_order_acquire) > 0 && spin < POOL_SPIN; spin++)
+        cpu_relax();
+    if (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0) {
+        pthread_mutex_lock(&pool_mu);
+        while (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0)
+            pthread_cond_wait(&pool_done, &pool_mu);
+        pthread_mutex_unlock(&pool_mu);
+    }
+    pool_nparts = 0;
+    pthread_mutex_unlock(&pool_call);
+    return 0;
+}
+
+/* runs parts[0..n) on threads started for this call (the pool is in use by another caller) */
+static void spawn_run(part_t *parts, int n) {
+    pthread_t tids[MAX_THREADS];
+    int started[MAX_THREADS];
+    for (int i = 1; i < n; i++) started[i] = pthread_create(&tids[i], NULL, run_part, &parts[i]) == 0;
+    run_part(&parts[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i]) pthread_join(tids[i], NULL);
+        else run_part(&parts[i]);   /* no thread: do its share here (same result) */
+    }
+}
+
 int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
                 const uint16_t *b, ptrdiff_t sbc, ptrdiff_t sbo, void *out,
                 ptrdiff_t C, ptrdiff_t M, ptrdiff_t N, ptrdiff_t trips, ptrdiff_t kb,
@@ -490,22 +600,14 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     if (threads > items) threads = (int)items;
 
     part_t parts[MAX_THREADS];
-    pthread_t tids[MAX_THREADS];
-    int started[MAX_THREADS];
     for (int i = 0; i < threads; i++) {
         parts[i].job = &j;
         parts[i].lo = items * i / threads;
         parts[i].hi = items * (i + 1) / threads;
         parts[i].failed = 0;
-        started[i] = 0;
     }
-    for (int i = 1; i < threads; i++)
-        started[i] = pthread_create(&tids[i], NULL, run_part, &parts[i]) == 0;
-    run_part(&parts[0]);
-    for (int i = 1; i < threads; i++) {
-        if (started[i]) pthread_join(tids[i], NULL);
-        else run_part(&parts[i]);   /* no thread: do its share here (same result) */
-    }
+    if (threads == 1) run_part(&parts[0]);
+    else if (pool_run(parts, threads) != 0) spawn_run(parts, threads);
     for (int i = 0; i < threads; i++)
         if (parts[i].failed) return 1;
     return 0;

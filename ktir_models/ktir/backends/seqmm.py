@@ -62,6 +62,7 @@ class _Loaded:
 
     lib: ctypes.CDLL | None
     reason: str | None
+    portable: bool = False   # KTIR_MODELS_NATIVE=portable, read when the library is loaded
 
 
 _lock = threading.Lock()
@@ -162,7 +163,7 @@ def _load() -> _Loaded:
             fn.restype = ctypes.c_int
             lib.seqmm_has_simd.argtypes = []
             lib.seqmm_has_simd.restype = ctypes.c_int
-            return _Loaded(lib, None)
+            return _Loaded(lib, None, portable=setting == "portable")
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")
     return _Loaded(None, "could not build the native kernel: " + "; ".join(errors))
@@ -187,19 +188,26 @@ def unavailable_reason() -> str | None:
     return _library().reason
 
 
-def _force_portable() -> bool:
-    return os.environ.get("KTIR_MODELS_NATIVE", "").strip().lower() == "portable"
+def _reset() -> None:
+    """Forget the loaded library, so that the next call reads the environment again (tests)."""
+    global _loaded
+    with _lock:
+        _loaded = None
 
 
 def uses_simd() -> bool:
     """True when :func:`kloop` runs the AVX2/FMA/F16C path (False: the portable C path)."""
-    lib = _library().lib
-    return lib is not None and not _force_portable() and bool(lib.seqmm_has_simd())
+    loaded = _library()
+    return loaded.lib is not None and not loaded.portable and bool(loaded.lib.seqmm_has_simd())
+
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
 
 
 def _check_dtype(name: str, dt) -> np.dtype:
     dt = np.dtype(dt)
-    if dt not in (np.dtype(np.float16), np.dtype(np.float32)):
+    if dt != _F16 and dt != _F32:
         raise TypeError(f"seqmm: {name} must be float16 or float32, got {dt}")
     return dt
 
@@ -245,10 +253,13 @@ def kloop_reference(a, b, acc, *, trips: int, kb: int, transpose_b: bool,
         return np.ascontiguousarray(r.astype(acc_dtype))
 
 
-def _element_strides(x: np.ndarray) -> tuple[int, ...] | None:
-    if any(s % x.itemsize for s in x.strides):
+def _element_strides(x: np.ndarray) -> tuple[int, int, int] | None:
+    """The strides of a 3-D array in elements, or None when one is not a whole element."""
+    s0, s1, s2 = x.strides
+    n = x.itemsize
+    if s0 % n or s1 % n or s2 % n:
         return None
-    return tuple(s // x.itemsize for s in x.strides)
+    return s0 // n, s1 // n, s2 // n
 
 
 def _as_f16(name: str, x) -> np.ndarray:
@@ -285,9 +296,10 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     ``acc_dtype``; the inputs are never written. ``threads`` (None: up to 2 for problems of at
     least ~1M multiply-adds, else 1) never changes the result: threads split (c, n) ranges, never
     k. Raises RuntimeError when :func:`available` is False."""
-    lib = _library().lib
+    loaded = _loaded if _loaded is not None else _library()
+    lib = loaded.lib
     if lib is None:
-        raise RuntimeError(f"seqmm native kernel unavailable: {unavailable_reason()}")
+        raise RuntimeError(f"seqmm native kernel unavailable: {loaded.reason}")
     a = _as_f16("a", a)
     b = _as_f16("b", b)
     part_dtype = _check_dtype("part_dtype", part_dtype)
@@ -312,11 +324,11 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
         threads = min(2, os.cpu_count() or 1) if C * M * N * K >= _BIG_PROBLEM else 1
     threads = max(1, min(int(threads), C * N))
     rc = lib.seqmm_kloop(
-        a.ctypes.data, sa[0], sa[1], sa[2],
-        b.ctypes.data, sb[0], sb[1],
-        out.ctypes.data, C, M, N, trips, kb,
-        int(nt), int(part_dtype == np.float16), int(acc_dtype == np.float16),
-        int(acc is not None), threads, int(_force_portable()))
+        a.__array_interface__["data"][0], sa[0], sa[1], sa[2],
+        b.__array_interface__["data"][0], sb[0], sb[1],
+        out.__array_interface__["data"][0], C, M, N, trips, kb,
+        int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),
+        int(acc is not None), threads, int(loaded.portable))
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
     return out
