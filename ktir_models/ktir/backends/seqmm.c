@@ -39,7 +39,14 @@
 #endif
 
 #define KS 16          /* k's per slab */
-#define NC_MAX 256     /* columns per work item */
+/* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
+   (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
+#ifndef NC_NN
+#define NC_NN 512
+#endif
+#ifndef NC_NT
+#define NC_NT 64
+#endif
 #define NC_ALIGN 32    /* slab/tile columns are padded to this many (micro-kernel strip widths) */
 #ifndef PF_SLABS
 #define PF_SLABS 2     /* how many slabs ahead the weights are prefetched */
@@ -239,6 +246,18 @@ SIMD_FN static void slab16_nn(const job_t *j, scratch_t *w, const uint16_t *bc, 
 #define _mm128_unpacklo_epi64 _mm_unpacklo_epi64
 #define _mm128_unpackhi_epi64 _mm_unpackhi_epi64
 
+/* dst[kk][i] = src[i][kk] for 8 rows i x 16 k's: two 8x8 blocks per 256-bit shuffle. Kept out
+   of line so the 16 vector registers hold only the block (no spills). */
+__attribute__((noinline)) SIMD_FN static void transpose8x16(const uint16_t *src, ptrdiff_t sbo, uint16_t *dst, ptrdiff_t ncp) {
+    __m256i r[8], y[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(src + i * sbo));
+    TRANSPOSE8x8(__m256i, _mm256, r, y);
+    for (int i = 0; i < 8; i++) {
+        _mm_storeu_si128((__m128i *)(dst + i * ncp), _mm256_castsi256_si128(y[i]));
+        _mm_storeu_si128((__m128i *)(dst + (8 + i) * ncp), _mm256_extracti128_si256(y[i], 1));
+    }
+}
+
 /* nt: slab16[kk][n] = b[n0+n, k0+kk] (transposed, still f16), zero for n >= nb */
 SIMD_FN static void slab16_nt(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
                               ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
@@ -248,14 +267,8 @@ SIMD_FN static void slab16_nt(const job_t *j, scratch_t *w, const uint16_t *bc, 
         ptrdiff_t kk = 0;
         if (g + 8 <= nb) {
             const uint16_t *src = bc + (n0 + g) * sbo + k0;
-            if (ks == 16) {  /* two 8x8 blocks per 256-bit shuffle */
-                __m256i r[8], y[8];
-                for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_si256((const __m256i *)(src + i * sbo));
-                TRANSPOSE8x8(__m256i, _mm256, r, y);
-                for (int i = 0; i < 8; i++) {
-                    _mm_storeu_si128((__m128i *)(slab + i * ncp + g), _mm256_castsi256_si128(y[i]));
-                    _mm_storeu_si128((__m128i *)(slab + (8 + i) * ncp + g), _mm256_extracti128_si256(y[i], 1));
-                }
+            if (ks == 16) {
+                transpose8x16(src, sbo, slab + g, ncp);
                 continue;
             }
             for (; kk + 8 <= ks; kk += 8) {
@@ -588,8 +601,9 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.C = C; j.M = M; j.N = N; j.K = trips * kb; j.trips = trips; j.kb = kb;
     j.nt = nt; j.part16 = part16; j.acc16 = acc16; j.acc_given = acc_given;
     j.simd = !force_portable && cpu_has_simd();
-    /* columns per item: at most NC_MAX; with one c, enough items that the threads share evenly */
-    ptrdiff_t chunks = (N + NC_MAX - 1) / NC_MAX;
+    /* columns per item: at most nc_max; with one c, enough items that the threads share evenly */
+    ptrdiff_t nc_max = nt ? NC_NT : NC_NN;
+    ptrdiff_t chunks = (N + nc_max - 1) / nc_max;
     if (C == 1 && threads > 1) chunks = (chunks + threads - 1) / threads * threads;
     if (chunks > N) chunks = N;
     j.nc = (N + chunks - 1) / chunks;
