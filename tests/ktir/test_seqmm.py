@@ -1,0 +1,436 @@
+"""The fixed-order K-block matmul (ktir_models.ktir.backends.seqmm).
+
+The reference is checked against a plain scalar formulation of the definition; the native kernel
+(both its AVX2/F16C path and its portable C path) is checked against the reference BIT FOR BIT
+(any NaN matches any NaN) on random values, rounding ties, subnormals, overflow, NaN, signed
+zeros, every layout and dtype combination, tails, strided and broadcast operands and thread
+counts. The native checks skip, with the reason, only when no kernel can be built here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+
+import numpy as np
+import pytest
+
+from ktir_models.ktir.backends import seqmm
+
+F16, F32 = np.float16, np.float32
+KBS = (1, 2, 3, 4, 8, 64, 72)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return x.view(np.uint16 if x.dtype == F16 else np.uint32)
+
+
+def assert_same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal bit patterns (so -0.0 != +0.0), except that any NaN matches any NaN."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.flags.c_contiguous
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), "NaN positions differ"
+    bad = (_bits(got) != _bits(want)) & ~nan
+    assert not bad.any(), (f"{int(bad.sum())} of {bad.size} elements differ, first at "
+                           f"{np.argwhere(bad)[0].tolist()}: {got[bad][:4]} vs {want[bad][:4]}")
+
+
+def operands(rng, C, M, N, trips, kb, nt, kind="normal"):
+    """a [C, M, K] and b ([C, K, N], or [C, N, K] when nt), float16, of one value kind."""
+    K = trips * kb
+    bshape = (C, N, K) if nt else (C, K, N)
+    if kind == "normal":
+        a = rng.standard_normal((C, M, K))
+        b = rng.standard_normal(bshape) * 0.25
+    elif kind == "ties":
+        # dyadic values on a coarse grid: partial sums and chained sums land exactly halfway
+        # between two f16 values far more often than random data does
+        a = rng.choice([1.0, -1.0, 2.0, 0.5, -0.5, 1.5], size=(C, M, K))
+        b = rng.choice([1.0, -1.0, 2.0**-11, -(2.0**-11), 3 * 2.0**-12, 2.0**-10, 1024.0,
+                        0.5, 2.0**-12], size=bshape)
+    elif kind == "subnormal":
+        # inputs and results in and around the f16 subnormal range (< 2^-14)
+        a = rng.standard_normal((C, M, K)) * 2.0**-6
+        b = rng.standard_normal(bshape) * 2.0**-7
+        b.flat[:: 7] = rng.integers(-40, 40, size=b.flat[::7].shape) * 2.0**-24
+    elif kind == "overflow":
+        # partials beyond 65504 round to +-inf; +inf + -inf chains give NaN
+        a = rng.standard_normal((C, M, K)) * 200
+        b = rng.standard_normal(bshape) * 300
+    elif kind == "special":
+        a = rng.standard_normal((C, M, K))
+        b = rng.standard_normal(bshape)
+        a.flat[:: 11] = np.inf
+        a.flat[5:: 13] = -np.inf
+        b.flat[:: 17] = np.nan
+        b.flat[3:: 19] = 0.0
+        a.flat[2:: 23] = -0.0
+    elif kind == "negzero":
+        # tiny negative products: partials round to -0.0 in f16 (and chain as -0.0)
+        a = -np.abs(rng.standard_normal((C, M, K))) * 2.0**-14
+        b = np.abs(rng.standard_normal(bshape)) * 2.0**-14
+        a[:, 0, :] = -0.0  # products all -0.0: a trip's sum starts at +0.0, so it is +0.0
+    else:
+        raise ValueError(kind)
+    return a.astype(F16), b.astype(F16)
+
+
+def accumulator(rng, C, M, N, dtype, kind="normal"):
+    acc = rng.standard_normal((C, M, N)) * (0.0 if kind == "negzero" else 4.0)
+    if kind == "negzero":
+        acc = -acc  # -0.0 everywhere: -0.0 + -0.0 stays -0.0
+    return acc.astype(dtype)
+
+
+def naive(a, b, acc, *, trips, kb, transpose_b, part_dtype, acc_dtype):
+    """The definition with numpy float32 scalars, one element at a time (independent of
+    kloop_reference's vectorised form)."""
+    C, M, K = a.shape
+    N = b.shape[1] if transpose_b else b.shape[2]
+    out = np.empty((C, M, N), acc_dtype)
+    with np.errstate(all="ignore"):
+        for c, m, n in itertools.product(range(C), range(M), range(N)):
+            r = None if acc is None else np.float32(acc[c, m, n])
+            for t in range(trips):
+                s = np.float32(0.0)
+                for k in range(t * kb, (t + 1) * kb):
+                    w = b[c, n, k] if transpose_b else b[c, k, n]
+                    s = np.float32(s + np.float32(np.float32(a[c, m, k]) * np.float32(w)))
+                p = np.float32(part_dtype(s))
+                r = p if r is None else np.float32(acc_dtype(np.float32(r) + p))
+            out[c, m, n] = acc_dtype(r)
+    return out
+
+
+# ---------------------------------------------------------------- the reference
+
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("kind", ["normal", "ties", "subnormal", "overflow", "special", "negzero"])
+def test_reference_matches_scalar_definition(transpose_b, kind):
+    rng = np.random.default_rng(1)
+    for (trips, kb), part, accd, with_acc in itertools.product(
+            [(3, 2), (2, 3), (1, 5)], (F16, F32), (F16, F32), (False, True)):
+        a, b = operands(rng, 2, 2, 3, trips, kb, transpose_b, kind)
+        acc = accumulator(rng, 2, 2, 3, accd, kind) if with_acc else None
+        kw = dict(trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=part, acc_dtype=accd)
+        assert_same_bits(seqmm.kloop_reference(a, b, acc, **kw), naive(a, b, acc, **kw))
+
+
+def test_reference_rounds_each_partial_and_each_chained_sum():
+    # one trip of (1 + 2^-11): the f32 sum is a tie between 1 and 1 + 2^-10 -> 1 (even)
+    a = np.ones((1, 1, 2), F16)
+    b = np.array([[[1.0], [2.0**-11]]], F16)
+    kw = dict(trips=1, kb=2, transpose_b=False)
+    assert seqmm.kloop_reference(a, b, None, **kw, part_dtype=F16, acc_dtype=F16)[0, 0, 0] == 1.0
+    assert seqmm.kloop_reference(a, b, None, **kw, part_dtype=F32, acc_dtype=F32)[0, 0, 0] == 1 + 2.0**-11
+    # two trips of 2^-11 chained onto 1: each f16 step is a tie that rounds back to 1, where
+    # one f32 chain would reach 1 + 2^-10
+    a = np.ones((1, 1, 2), F16)
+    b = np.full((1, 2, 1), 2.0**-11, F16)
+    acc = np.ones((1, 1, 1), F16)
+    kw = dict(trips=2, kb=1, transpose_b=False)
+    assert seqmm.kloop_reference(a, b, acc, **kw, part_dtype=F16, acc_dtype=F16)[0, 0, 0] == 1.0
+    assert seqmm.kloop_reference(a, b, acc.astype(F32), **kw, part_dtype=F16,
+                                 acc_dtype=F32)[0, 0, 0] == 1 + 2.0**-10
+
+
+def test_reference_signed_zero_and_plain_matmul():
+    rng = np.random.default_rng(2)
+    a, b = operands(rng, 1, 3, 4, 2, 4, False, "negzero")
+    out = seqmm.kloop_reference(a, b, None, trips=2, kb=4, transpose_b=False,
+                                part_dtype=F16, acc_dtype=F16)
+    assert (out == 0).all()
+    assert not np.signbit(out[0, 0]).any() and np.signbit(out[0, 1:]).all()
+    # trips=1, acc=None, f32 partial, f16 result: one matmul rounded once
+    a, b = operands(rng, 2, 3, 5, 1, 16, False)
+    out = seqmm.kloop_reference(a, b, None, trips=1, kb=16, transpose_b=False,
+                                part_dtype=F32, acc_dtype=F16)
+    close = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(F16)
+    assert np.allclose(out.astype(F32), close.astype(F32), rtol=2e-3, atol=1e-3)
+
+
+def test_reference_rejects_bad_shapes():
+    a = np.zeros((1, 2, 8), F16)
+    with pytest.raises(ValueError, match="trips\\*kb"):
+        seqmm.kloop_reference(a, np.zeros((1, 8, 3), F16), None, trips=3, kb=2,
+                              transpose_b=False, part_dtype=F16, acc_dtype=F16)
+    with pytest.raises(ValueError, match="expected"):
+        seqmm.kloop_reference(a, np.zeros((1, 3, 8), F16), None, trips=2, kb=4,
+                              transpose_b=False, part_dtype=F16, acc_dtype=F16)
+
+
+# ---------------------------------------------------------------- the native kernel
+
+needs_native = pytest.mark.skipif(not seqmm.available(),
+                                  reason=f"native kernel unavailable: {seqmm.unavailable_reason()}")
+
+
+@pytest.fixture(params=["default", "portable"])
+def path(request, monkeypatch):
+    """The kernel's default path (AVX2/F16C where the CPU has it), then its portable C path."""
+    if request.param == "portable":
+        monkeypatch.setenv("KTIR_MODELS_NATIVE", "portable")
+    seqmm._reset()
+    assert seqmm.available()
+    if request.param == "portable":
+        assert not seqmm.uses_simd()
+    yield request.param
+    monkeypatch.undo()
+    seqmm._reset()
+
+
+def check(a, b, acc, threads=None, **kw):
+    """kloop == kloop_reference, and kloop leaves its inputs alone."""
+    copies = [None if x is None else np.array(x, copy=True) for x in (a, b, acc)]
+    want = seqmm.kloop_reference(a, b, acc, **kw)
+    got = seqmm.kloop(a, b, acc, threads=threads, **kw)
+    assert_same_bits(got, want)
+    for x, x0 in zip((a, b, acc), copies):
+        if x is not None:
+            assert np.array_equal(_bits(np.asarray(x)), _bits(x0))
+    return got
+
+
+@needs_native
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_kernel_all_dtypes_accs_and_block_sizes(path, transpose_b):
+    rng = np.random.default_rng(3)
+    for kb in KBS:
+        trips = max(1, 150 // kb) if kb < 64 else 2
+        C, M, N = (2, 3, 37) if kb % 2 else (1, 7, 70)
+        for part, accd, with_acc in itertools.product((F16, F32), (F16, F32), (False, True)):
+            a, b = operands(rng, C, M, N, trips, kb, transpose_b)
+            acc = accumulator(rng, C, M, N, accd) if with_acc else None
+            check(a, b, acc, trips=trips, kb=kb, transpose_b=transpose_b,
+                  part_dtype=part, acc_dtype=accd)
+
+
+@needs_native
+@pytest.mark.parametrize("kind", ["ties", "subnormal", "overflow", "special", "negzero"])
+def test_kernel_special_values(path, kind):
+    rng = np.random.default_rng(4)
+    saw_negzero = False
+    for transpose_b, (trips, kb), part, accd, with_acc in itertools.product(
+            (False, True), [(5, 2), (3, 8), (2, 72), (17, 1)], (F16, F32), (F16, F32), (False, True)):
+        a, b = operands(rng, 2, 5, 45, trips, kb, transpose_b, kind)
+        acc = accumulator(rng, 2, 5, 45, accd, kind) if with_acc else None
+        got = check(a, b, acc, trips=trips, kb=kb, transpose_b=transpose_b,
+                    part_dtype=part, acc_dtype=accd)
+        saw_negzero |= bool(((got == 0) & np.signbit(got)).any())
+    if kind == "negzero":
+        assert saw_negzero  # the data does produce -0.0 results
+
+
+@needs_native
+@pytest.mark.parametrize("M", [1, 2, 3, 6, 7, 13, 32])
+def test_kernel_rows_and_column_tails(path, M):
+    rng = np.random.default_rng(5)
+    for N, transpose_b in itertools.product((1, 9, 31, 33, 100, 515), (False, True)):
+        a, b = operands(rng, 1, M, N, 3, 16, transpose_b)
+        check(a, b, None, trips=3, kb=16, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F16)
+    # a K that is not a multiple of the kernel's k-slab (16) nor of 8
+    for K_trips, kb in [(7, 3), (1, 5), (13, 1)]:
+        a, b = operands(rng, 1, M, 40, K_trips, kb, True)
+        check(a, b, None, trips=K_trips, kb=kb, transpose_b=True, part_dtype=F16, acc_dtype=F32)
+
+
+@needs_native
+def test_kernel_decode_and_lm_head_shapes(path):
+    rng = np.random.default_rng(6)
+    a, b = operands(rng, 1, 1, 1536, 9, 64, False)
+    check(a, b, None, trips=9, kb=64, transpose_b=False, part_dtype=F16, acc_dtype=F16)
+    check(a, np.ascontiguousarray(np.swapaxes(b, 1, 2)), None, trips=9, kb=64, transpose_b=True,
+          part_dtype=F16, acc_dtype=F16)
+    a, b = operands(rng, 1, 1, 700, 288, 2, True)
+    check(a, b, None, trips=288, kb=2, transpose_b=True, part_dtype=F16, acc_dtype=F16)
+
+
+@needs_native
+def test_kernel_broadcast_and_strided_operands(path):
+    rng = np.random.default_rng(7)
+    C, M, N, trips, kb = 3, 4, 50, 4, 8
+    K = trips * kb
+    kw = dict(trips=trips, kb=kb, part_dtype=F16, acc_dtype=F32)
+    a0, b0 = operands(rng, 1, M, N, trips, kb, False)
+    # one weight shared by every core (stride 0 over C), and one activation for every core
+    a_b = np.broadcast_to(a0, (C, M, K))
+    b_b = np.broadcast_to(b0, (C, K, N))
+    a, b = operands(rng, C, M, N, trips, kb, False)
+    check(a_b, b, None, transpose_b=False, **kw)
+    check(a, b_b, None, transpose_b=False, **kw)
+    check(a_b, b_b, accumulator(rng, C, M, N, F32), transpose_b=False, **kw)
+    bt = np.broadcast_to(np.ascontiguousarray(np.swapaxes(b0, 1, 2)), (C, N, K))
+    check(a, bt, None, transpose_b=True, **kw)
+    # non-contiguous views: every other row and column, reversed k, transposed storage
+    big_a = rng.standard_normal((C, 2 * M, 2 * K)).astype(F16)
+    big_b = rng.standard_normal((C, 2 * K, 3 * N)).astype(F16)
+    acc_big = accumulator(rng, C, 2 * M, 2 * N, F32)
+    check(big_a[:, ::2, ::2], big_b[:, ::2, ::3], acc_big[:, 1::2, ::2], transpose_b=False, **kw)
+    check(big_a[:, ::2, ::-2], big_b[:, ::2, :N], None, transpose_b=False, **kw)
+    check(a, np.swapaxes(big_b[:, :K, :N], 1, 2), None, transpose_b=True, **kw)  # nt, n unit
+    nt_store = rng.standard_normal((C, N, K)).astype(F16)
+    check(a, np.swapaxes(nt_store, 1, 2), None, transpose_b=False, **kw)          # nn, k unit
+    check(a, big_b[:, :2 * K:2, :N][:, :, ::-1], None, transpose_b=False, **kw)   # n stride -1
+    check(a, np.broadcast_to(big_b[:1, :K, ::3][:, :, :N], (C, K, N)), None,
+          transpose_b=False, **kw)                                              # shared, strided
+
+
+def test_shared_weight_is_copied_once_not_per_core():
+    w = np.zeros((8, 30), F16)[:, ::2]                       # [K, N] with N stride 2
+    b = np.broadcast_to(w, (5, 8, 15))
+    kernel_b, nt = seqmm._unit_inner(b, False)
+    assert not nt and kernel_b.strides[0] == 0 and kernel_b.strides[2] == 2
+    assert np.array_equal(kernel_b, b)
+    # a transposed view is read as the other layout, without a copy
+    store = np.zeros((3, 15, 8), F16)
+    kernel_b, nt = seqmm._unit_inner(np.swapaxes(store, 1, 2), False)
+    assert nt and np.shares_memory(kernel_b, store)
+
+
+@needs_native
+def test_kernel_threads_do_not_change_bits(path):
+    rng = np.random.default_rng(8)
+    for transpose_b, (C, M, N) in itertools.product((False, True), [(1, 1, 1536), (3, 5, 300)]):
+        a, b = operands(rng, C, M, N, 9, 64, transpose_b)
+        kw = dict(trips=9, kb=64, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F16)
+        one = seqmm.kloop(a, b, None, threads=1, **kw)
+        assert_same_bits(one, seqmm.kloop_reference(a, b, None, **kw))
+        for threads in (2, 3, 8, None):
+            assert_same_bits(seqmm.kloop(a, b, None, threads=threads, **kw), one)
+
+
+@needs_native
+def test_kernel_concurrent_callers():
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(9)
+    a, b = operands(rng, 2, 3, 400, 9, 64, True)
+    kw = dict(trips=9, kb=64, transpose_b=True, part_dtype=F16, acc_dtype=F16)
+    want = seqmm.kloop_reference(a, b, None, **kw)
+    with ThreadPoolExecutor(4) as ex:
+        results = list(ex.map(lambda _: seqmm.kloop(a, b, None, threads=2, **kw), range(16)))
+    for got in results:
+        assert_same_bits(got, want)
+
+
+@needs_native
+def test_kernel_argument_errors():
+    a = np.zeros((1, 2, 8), F16)
+    with pytest.raises(TypeError, match="float16"):
+        seqmm.kloop(a.astype(F32), np.zeros((1, 8, 3), F16), None, trips=2, kb=4,
+                    transpose_b=False, part_dtype=F16, acc_dtype=F16)
+    with pytest.raises(TypeError, match="acc must be"):
+        seqmm.kloop(a, np.zeros((1, 8, 3), F16), np.zeros((1, 2, 3), F32), trips=2, kb=4,
+                    transpose_b=False, part_dtype=F16, acc_dtype=F16)
+    with pytest.raises(ValueError, match="acc has shape"):
+        seqmm.kloop(a, np.zeros((1, 8, 3), F16), np.zeros((1, 3, 3), F16), trips=2, kb=4,
+                    transpose_b=False, part_dtype=F16, acc_dtype=F16)
+
+
+# ---------------------------------------------------------------- the portable conversions
+
+def _conversions():
+    lib = seqmm._library().lib
+    P, I = ctypes.c_void_p, ctypes.c_ssize_t
+    lib.seqmm_f2h.argtypes = lib.seqmm_h2f.argtypes = [P, P, I]
+    return lib
+
+
+@needs_native
+def test_portable_f16_conversions_exact():
+    lib = _conversions()
+    # every f16 bit pattern widens exactly
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    f = np.empty(h.size, F32)
+    lib.seqmm_h2f(h.ctypes.data, f.ctypes.data, h.size)
+    want = h.view(F16).astype(F32)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(f), nan)
+    assert np.array_equal(f.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+    # narrowing: every f16 value, its neighbours in f32 and the exact midpoints (ties) between
+    # f16 values, across the whole range (subnormals, overflow, infinities, NaN), plus random bits
+    fin = want[np.isfinite(want)].astype(np.float64)
+    fin = np.unique(fin)
+    mids = (fin[:-1] + fin[1:]) / 2
+    xs = np.concatenate([fin, mids, [65520.0, -65520.0, 65519.99, 2.0**-25, -(2.0**-25),
+                                     3 * 2.0**-26, 2.0**-26, 1e-30, 1e30]]).astype(F32)
+    xs = np.concatenate([xs, np.nextafter(xs, np.inf, dtype=F32), np.nextafter(xs, -np.inf, dtype=F32),
+                         np.array([np.inf, -np.inf, np.nan, -0.0], F32),
+                         np.random.default_rng(10).integers(0, 1 << 32, 200_000, dtype=np.uint64)
+                         .astype(np.uint32).view(F32)])
+    y = np.empty(xs.size, np.uint16)
+    lib.seqmm_f2h(xs.ctypes.data, y.ctypes.data, xs.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want16 = xs.astype(F16)
+    nan = np.isnan(want16)
+    assert np.array_equal(np.isnan(y.view(F16)), nan)
+    assert np.array_equal(y[~nan], want16.view(np.uint16)[~nan])
+
+
+# ---------------------------------------------------------------- building and disabling
+
+def test_disabled_by_environment(monkeypatch):
+    monkeypatch.setenv("KTIR_MODELS_NATIVE", "0")
+    seqmm._reset()
+    try:
+        assert not seqmm.available()
+        assert "KTIR_MODELS_NATIVE" in seqmm.unavailable_reason()
+        with pytest.raises(RuntimeError, match="unavailable"):
+            seqmm.kloop(np.zeros((1, 1, 2), F16), np.zeros((1, 2, 1), F16), None, trips=1, kb=2,
+                        transpose_b=False, part_dtype=F16, acc_dtype=F16)
+    finally:
+        monkeypatch.undo()
+        seqmm._reset()
+
+
+def test_no_compiler_is_a_reason_not_an_error(monkeypatch, tmp_path):
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.delenv("KTIR_MODELS_NATIVE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path / "cache"))
+    seqmm._reset()
+    try:
+        assert not seqmm.available()
+        assert "no C compiler" in seqmm.unavailable_reason()
+    finally:
+        monkeypatch.undo()
+        seqmm._reset()
+
+
+def test_broken_compiler_is_a_reason_not_an_error(monkeypatch, tmp_path):
+    fake = tmp_path / "fakecc"
+    fake.write_text("#!/bin/sh\necho 'fakecc: cannot compile' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KTIR_MODELS_NATIVE", raising=False)
+    seqmm._reset()
+    try:
+        assert not seqmm.available()
+        assert "cannot compile" in seqmm.unavailable_reason()
+        assert not list((tmp_path / "cache" / "native").glob("*seqmm*"))  # no partial library
+    finally:
+        monkeypatch.undo()
+        seqmm._reset()
+
+
+@needs_native
+def test_build_goes_to_the_cache_and_is_reused(monkeypatch, tmp_path):
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path))
+    monkeypatch.delenv("KTIR_MODELS_NATIVE", raising=False)
+    seqmm._reset()
+    try:
+        assert seqmm.available()
+        built = sorted((tmp_path / "native").iterdir())
+        assert len(built) == 1 and built[0].name.startswith("seqmm-")
+        stamp = built[0].stat().st_mtime_ns
+        seqmm._reset()
+        assert seqmm.available()
+        assert sorted((tmp_path / "native").iterdir()) == built
+        assert built[0].stat().st_mtime_ns == stamp
+    finally:
+        monkeypatch.undo()
+        seqmm._reset()
