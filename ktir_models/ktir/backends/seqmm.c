@@ -485,7 +485,7 @@ static void *run_part(void *arg) {
  * caller starts its own threads. After fork() the child forgets the pool (its threads are gone). */
 #include <stdatomic.h>
 
-#define POOL_SPIN 4000   /* polls (x86: PAUSE, ~30-140 cycles each) before a worker sleeps */
+#define POOL_SPIN 2000   /* polls (x86: PAUSE, ~30-140 cycles each) before a worker sleeps */
 
 static pthread_mutex_t pool_call = PTHREAD_MUTEX_INITIALIZER;  /* held by the caller using the pool */
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;

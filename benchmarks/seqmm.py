@@ -1,0 +1,108 @@
+"""Time the native fixed-order K-block matmul (ktir_models.ktir.backends.seqmm) against the
+emulator's BLAS path: f32 copies of the f16 weights, one batched f32 matmul for the trips'
+partials, then the f16 chain of the partials.
+
+Weights are cycled over more than 64 MB, so every call streams its weight from memory as a
+decode step does (the weights of a real model do not fit in cache).
+
+    python benchmarks/seqmm.py [--reps 5] [--mb 80]
+
+Prints microseconds per call (best of --reps rounds) and the ratio BLAS / kernel (> 1: the
+kernel is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ktir_models.ktir.backends import seqmm
+from ktir_models.ktir.backends.f16_chain import chain_add_f16
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    M: int          # rows of a (decode 1, prefill 32)
+    N: int
+    trips: int
+    kb: int
+    transpose_b: bool
+
+    @property
+    def K(self) -> int:
+        return self.trips * self.kb
+
+
+CASES = [
+    Case("decode GEMV nn 1x576 @ 576x1536, 9x64", 1, 1536, 9, 64, False),
+    Case("decode GEMV nt 1x576 @ (1536x576)^T, 9x64", 1, 1536, 9, 64, True),
+    Case("lm_head nt 1x576 @ (49152x576)^T, 288x2", 1, 49152, 288, 2, True),
+    Case("prefill nt 32x576 @ (1536x576)^T, 9x64", 32, 1536, 9, 64, True),
+]
+
+
+def _blas(a32: np.ndarray, w32: np.ndarray, case: Case) -> np.ndarray:
+    """The emulator's current path: f32 partials by one batched BLAS matmul, then the f16 chain."""
+    T, kb, M = case.trips, case.kb, case.M
+    A3 = a32.reshape(M, T, kb).transpose(1, 0, 2)                      # [T, M, kb]
+    B3 = (w32.T if case.transpose_b else w32).reshape(T, kb, case.N)  # [T, kb, N]
+    parts = np.matmul(A3, B3)                                          # [T, M, N] f32
+    return chain_add_f16(np.zeros((M, case.N), np.float16), parts)
+
+
+def _best(fn, weights, reps: int) -> float:
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for w in weights:
+            fn(w)
+        best = min(best, (time.perf_counter() - t0) / len(weights))
+    return best * 1e6
+
+
+def run_case(case: Case, reps: int, mb: float, rng) -> str:
+    shape = (case.N, case.K) if case.transpose_b else (case.K, case.N)
+    copies = max(2, int(mb * 2**20 // (2 * case.N * case.K)) + 1)
+    ws = [(rng.standard_normal(shape) * 0.05).astype(np.float16) for _ in range(copies)]
+    w32s = [w.astype(np.float32) for w in ws]
+    a = rng.standard_normal((1, case.M, case.K)).astype(np.float16)
+    a32 = a[0].astype(np.float32)
+    kw = dict(trips=case.trips, kb=case.kb, transpose_b=case.transpose_b,
+              part_dtype=np.float16, acc_dtype=np.float16)
+
+    # the same bits as the definition (checked once per case, on the first weight)
+    ref = seqmm.kloop(a, ws[0][None], None, **kw, threads=1)
+    assert np.array_equal(ref.view(np.uint16), seqmm.kloop(a, ws[0][None], None, **kw).view(np.uint16))
+
+    t1 = _best(lambda w: seqmm.kloop(a, w[None], None, **kw, threads=1), ws, reps)
+    t2 = _best(lambda w: seqmm.kloop(a, w[None], None, **kw, threads=2), ws, reps)
+    tb = _best(lambda w: np.matmul(a32.reshape(case.M, case.trips, case.kb).transpose(1, 0, 2),
+                                   (w.T if case.transpose_b else w).reshape(case.trips, case.kb, case.N)),
+               w32s, reps)
+    tc = _best(lambda w: _blas(a32, w, case), w32s, reps)
+    return (f"{case.name:44s} {copies:4d} {t1:9.0f} {t2:9.0f} {tb:10.0f} {tc:10.0f} "
+            f"{tc / t2:8.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5, help="timed rounds per case (best is kept)")
+    ap.add_argument("--mb", type=float, default=80.0, help="f16 weight bytes cycled per case (MB)")
+    args = ap.parse_args()
+    if not seqmm.available():
+        raise SystemExit(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    path = "AVX2+FMA+F16C" if seqmm.uses_simd() else "portable C"
+    print(f"seqmm kernel path: {path}; times in us per call (best of {args.reps})")
+    print(f"{'case':44s} {'wts':>4s} {'kern 1T':>9s} {'kern 2T':>9s} {'BLAS part':>10s} "
+          f"{'BLAS+chain':>10s} {'ratio':>8s}")
+    rng = np.random.default_rng(0)
+    for case in CASES:
+        print(run_case(case, args.reps, args.mb, rng), flush=True)
+
+
+if __name__ == "__main__":
+    main()
