@@ -298,13 +298,13 @@ SIMD_FN static void widen(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff
 SIMD_INLINE void tile(const int MR, const int NV, const int W16, const float *a32, ptrdiff_t K,
                       const void *wp, ptrdiff_t ws, float *s, float *r, ptrdiff_t ncp,
                       ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t kb, int acc_given, int part16, int acc16) {
-    __m256 acc[MR_MAX][4];
+    __m256 acc[MR_MAX][8];
     ptrdiff_t t = k0 / kb, in_trip = k0 % kb;
     UNROLL for (int i = 0; i < MR; i++)
         UNROLL for (int v = 0; v < NV; v++)
             acc[i][v] = in_trip ? _mm256_loadu_ps(s + i * ncp + 8 * v) : _mm256_setzero_ps();
     for (ptrdiff_t kk = 0; kk < ks; kk++) {
-        __m256 wv[4];
+        __m256 wv[8];
         UNROLL for (int v = 0; v < NV; v++)
             wv[v] = W16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)wp + kk * ws + 8 * v)))
                         : _mm256_loadu_ps((const float *)wp + kk * ws + 8 * v);
@@ -351,10 +351,16 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
         slab16_nn(j, w, bc, k0, ks, n0, nb, nbp);
         w16 = w->slab16; ws16 = ncp;
     }
-    if (M <= 2) {   /* few rows: convert each weight as it is used, 32 columns per tile */
-        for (ptrdiff_t n = 0; n < nbp; n += 32) {
-            if (M == 1) tile(1, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
-            else tile(2, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+    if (M <= 2) {   /* few rows: convert each weight as it is used; 8 accumulators hide the FMA latency */
+        ptrdiff_t n = 0;
+        if (M == 1) {
+            for (; n + 64 <= nbp; n += 64)
+                tile(1, 8, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+            for (; n < nbp; n += 32)
+                tile(1, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+        } else {
+            for (; n < nbp; n += 32)
+                tile(2, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
         }
         return;
     }
