@@ -10,12 +10,14 @@
  * one sequential chain over k whatever the tiling, vector width, thread split or layout; tiles
  * and threads only choose WHICH elements are computed together, never the order within one.
  *
- * Structure: the output is cut into work items (c, chunk of up to NC columns); threads take
- * contiguous ranges of items. Per item, K is walked in slabs of KS k's: the slab's f16 weights
- * are converted (and, for b = [C, N, K], transposed) once into an f32 buffer [KS][NC] in L1 and
- * reused by every row m (stacked cores, prefill rows). A register-blocked micro-kernel runs a
- * tile of rows x columns over the slab's k's, closing a trip (round the partial, chain it into r)
- * whenever a trip boundary is crossed; a partial that spans slabs waits in an f32 buffer s.
+ * Structure: the output is cut into work items (c, chunk of columns: wide for nn, narrow for nt);
+ * threads take contiguous ranges of items. Per item, K is walked in slabs of KS k's. The slab's
+ * f16 weights are read in place (nn) or transposed 8 n x 16 k at a time into an f16 buffer (nt,
+ * b = [C, N, K]); with M > 2 rows (stacked cores, prefill rows) the slab is widened to f32 once
+ * and reused by every row. A register-blocked micro-kernel runs a tile of rows x columns over the
+ * slab's k's, closing a trip (round the partial, chain it into r) whenever a trip boundary is
+ * crossed; a partial that spans slabs waits in an f32 buffer s. The weights, which stream from
+ * memory (decode is bandwidth bound), are prefetched a few slabs ahead.
  *
  * Two paths with the same semantics: AVX2+FMA+F16C intrinsics (selected at run time by a CPU
  * check, compiled through function target attributes so no -m flags are needed) and portable C
@@ -29,7 +31,7 @@
 #include <string.h>
 #include <pthread.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SEQMM_NO_SIMD)
 #define SEQMM_X86 1
 #include <immintrin.h>
 #define SIMD_FN __attribute__((target("avx2,fma,f16c")))
@@ -54,6 +56,7 @@
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
 #endif
+/* (NC_NN, NC_NT, PF_SLABS, PF_HINT: measured on the 2-core dev machine; -D overrides for tuning) */
 #define MR_MAX 6       /* rows per micro-kernel tile */
 /* the micro-kernel's accumulators must live in registers: fully unroll its small fixed loops */
 #if defined(__clang__)
