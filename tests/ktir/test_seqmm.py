@@ -303,6 +303,24 @@ def test_kernel_threads_do_not_change_bits(path):
 
 
 @needs_native
+def test_kernel_pool_with_changing_thread_counts():
+    """The worker pool grows to the largest thread count seen; later calls with fewer threads
+    leave workers idle. Alternating counts must never run a part twice or return early (a
+    worker left out of one job once could pick up the next job's part under the old job)."""
+    rng = np.random.default_rng(10)
+    cases = []
+    for k in range(6):
+        transpose_b = bool(k % 2)
+        a, b = operands(rng, 2, 1 + k % 3, 97 + 64 * k, 3, 8, transpose_b)
+        kw = dict(trips=3, kb=8, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F32)
+        cases.append((a, b, kw, seqmm.kloop_reference(a, b, None, **kw)))
+    for round_ in range(40):
+        for threads in (8, 2, 3, 1, 5, 2):
+            a, b, kw, want = cases[(round_ + threads) % len(cases)]
+            assert_same_bits(seqmm.kloop(a, b, None, threads=threads, **kw), want)
+
+
+@needs_native
 def test_kernel_concurrent_callers():
     from concurrent.futures import ThreadPoolExecutor
     rng = np.random.default_rng(9)

@@ -562,7 +562,17 @@ static int pool_run(part_t *parts, int n) {
         if (!ok) break;
         pool_size++;
     }
-    int pooled = n - 1 < pool_size ? n : pool_size + 1;   /* parts [pooled, n) run here */
+    /* Every worker takes part in every job (idle ones get an empty part): the caller waits for
+     * all of them, so no worker can still be looking at an older job when the next one is
+     * published (a worker left out of one job could otherwise read the next job's fields under
+     * the old generation and run its part twice). parts[] has room for MAX_THREADS. */
+    for (int i = n; i <= pool_size; i++) {
+        parts[i].job = parts[0].job;
+        parts[i].lo = parts[i].hi = 0;
+        parts[i].failed = 0;
+    }
+    int pooled = pool_size + 1;               /* parts [1, pooled) run on workers */
+    int ran_here = n > pooled ? n : pooled;   /* parts [pooled, n) (no worker for them) run here */
     pool_parts = parts;
     pool_nparts = pooled;
     atomic_store_explicit(&pool_pending, pooled - 1, memory_order_relaxed);
@@ -571,7 +581,7 @@ static int pool_run(part_t *parts, int n) {
     pthread_cond_broadcast(&pool_wake);
     pthread_mutex_unlock(&pool_mu);
     run_part(&parts[0]);
-    for (int i = pooled; i < n; i++) run_part(&parts[i]);
+    for (int i = pooled; i < ran_here; i++) run_part(&parts[i]);
     for (int spin = 0; atomic_load_explicit(&pool_pending, memory_order_acquire) > 0 && spin < POOL_SPIN; spin++)
         cpu_relax();
     if (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0) {
