@@ -467,11 +467,10 @@ def _for(b, op, plain):
             if s <= 0:
                 raise _Fallback
             return lo, s, len(range(lo, hi, s))
-        lo_a, hi_a, s_a = np.broadcast_arrays(np.asarray(lo, np.int64), np.asarray(hi, np.int64),
-                                              np.asarray(s, np.int64))
-        if (s_a <= 0).any():
+        # per-core arrays and scalars mix by broadcasting (no broadcast_arrays: ~30 us a call)
+        if (np.asarray(s) <= 0).any():
             raise _Fallback
-        counts = np.maximum(0, -((lo_a - hi_a) // s_a))
+        counts = np.maximum(0, -((np.asarray(lo, np.int64) - hi) // s)).reshape(-1)
         if (counts != counts[0]).any():
             raise _Fallback  # cores run different trip counts
         return lo, s, int(counts[0])

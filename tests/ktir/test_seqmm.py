@@ -276,6 +276,14 @@ def test_kernel_broadcast_and_strided_operands(path):
     check(a, big_b[:, :2 * K:2, :N][:, :, ::-1], None, transpose_b=False, **kw)   # n stride -1
     check(a, np.broadcast_to(big_b[:1, :K, ::3][:, :, :N], (C, K, N)), None,
           transpose_b=False, **kw)                                              # shared, strided
+    # a leading dim of 1 is shared by every c, as numpy broadcasts it
+    want = seqmm.kloop_reference(a_b, b, None, transpose_b=False, **kw)
+    assert_same_bits(check(a0, b, None, transpose_b=False, **kw), want)
+    acc1 = accumulator(rng, 1, M, N, F32)
+    want = seqmm.kloop_reference(a, b_b, np.broadcast_to(acc1, (C, M, N)), transpose_b=False, **kw)
+    assert_same_bits(check(a, b0, acc1, transpose_b=False, **kw), want)
+    want = seqmm.kloop_reference(a, bt, None, transpose_b=True, **kw)
+    assert_same_bits(check(a, bt[:1], None, transpose_b=True, **kw), want)
 
 
 def test_shared_weight_is_copied_once_not_per_core():

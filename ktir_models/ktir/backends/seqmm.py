@@ -55,6 +55,7 @@ _CFLAGS = ("-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math")
 _LDFLAGS = ("-lpthread",)
 # multiply-adds from which a second thread pays for itself (measured with the kernel's worker
 # pool: 2 threads gain from ~300K on, e.g. 1x576 @ 576x1536: 118 -> 75 us; never lose below)
+_DEFAULT_THREADS = min(2, os.cpu_count() or 1)  # os.cpu_count() costs ~15 us: asked once
 _BIG_PROBLEM = 1 << 18
 
 
@@ -219,12 +220,13 @@ def _shapes(a: np.ndarray, b: np.ndarray, trips: int, kb: int, transpose_b: bool
         raise ValueError(f"seqmm: a and b must be 3-D [C, ...], got {a.shape} and {b.shape}")
     if trips < 1 or kb < 1:
         raise ValueError(f"seqmm: trips and kb must be >= 1, got trips={trips} kb={kb}")
-    C, M, K = a.shape
+    Ca, M, K = a.shape
     if K != trips * kb:
         raise ValueError(f"seqmm: a has K={K}, expected trips*kb = {trips}*{kb} = {trips * kb}")
     Cb, d1, d2 = b.shape
+    C = max(Ca, Cb)  # an operand with C = 1 is shared by every c (as if broadcast)
     Kb, N = (d2, d1) if transpose_b else (d1, d2)
-    if Cb != C or Kb != K:
+    if Ca not in (1, C) or Cb not in (1, C) or Kb != K:
         want = f"[{C}, N, {K}]" if transpose_b else f"[{C}, {K}, N]"
         raise ValueError(f"seqmm: b has shape {list(b.shape)}, expected {want}")
     return C, M, N, K
@@ -293,8 +295,9 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     """The native kernel: same arguments and the same bits as :func:`kloop_reference`.
 
     ``a`` is float16 [C, M, K] (K = trips*kb), ``b`` float16 [C, K, N] (or [C, N, K] with
-    ``transpose_b``), both with any strides (stride 0 over C shares an operand between cores);
-    ``acc`` is None or [C, M, N] of ``acc_dtype``. Returns a new C-contiguous [C, M, N] array of
+    ``transpose_b``), both with any strides (stride 0 over C shares an operand between cores, and
+    so does a leading dim of 1: it broadcasts like numpy's, without a view being made);
+    ``acc`` is None or [C, M, N] (or [1, M, N]) of ``acc_dtype``. Returns a new C-contiguous [C, M, N] array of
     ``acc_dtype``; the inputs are never written. ``threads`` (None: up to 2 for problems of at
     least ~256K multiply-adds, else 1) never changes the result: threads split (c, n) ranges, never
     k. Raises RuntimeError when :func:`available` is False."""
@@ -312,7 +315,7 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
         acc = np.asarray(acc)
         if acc.dtype != acc_dtype:
             raise TypeError(f"seqmm: acc must be {acc_dtype}, got {acc.dtype}")
-        if acc.shape != (C, M, N):
+        if acc.shape not in ((C, M, N), (1, M, N)):
             raise ValueError(f"seqmm: acc has shape {list(acc.shape)}, expected {[C, M, N]}")
         np.copyto(out, acc)
     if out.size == 0:
@@ -322,8 +325,12 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     b, nt = _unit_inner(b, transpose_b)
     sa = _element_strides(a)
     sb = _element_strides(b)
+    if a.shape[0] != C:  # shared by every c
+        sa = (0,) + sa[1:]
+    if b.shape[0] != C:
+        sb = (0,) + sb[1:]
     if threads is None:
-        threads = min(2, os.cpu_count() or 1) if C * M * N * K >= _BIG_PROBLEM else 1
+        threads = _DEFAULT_THREADS if C * M * N * K >= _BIG_PROBLEM else 1
     threads = max(1, min(int(threads), C * N))
     rc = lib.seqmm_kloop(
         a.__array_interface__["data"][0], sa[0], sa[1], sa[2],

@@ -71,10 +71,14 @@ def uses_native(c, op) -> bool:
 
 
 def _as_batch3(x, lead: tuple) -> np.ndarray:
-    """``x`` broadcast to ``lead + x.shape[-2:]`` as a 3-D array (a view when ``lead`` has at
-    most one dim: a uniform weight shared by stacked cores keeps stride 0, never copied)."""
-    x = np.broadcast_to(x, lead + x.shape[-2:])
-    return x.reshape((-1,) + x.shape[-2:]) if len(lead) != 1 else x
+    """``x`` as a 3-D array whose leading dim is 1 or prod(``lead``) (a leading dim of 1 is
+    shared by every batch entry: the kernel broadcasts it without a view being made)."""
+    if x.ndim == 2:
+        return x[None]
+    if x.ndim == 3 and len(lead) == 1:
+        return x
+    x = np.broadcast_to(x, lead + x.shape[-2:])  # several batch dims (stacked batch_matmul)
+    return x.reshape((-1,) + x.shape[-2:])
 
 
 def _native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc):
@@ -88,7 +92,9 @@ def _native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc):
             A = A.astype(f16)
         if B.dtype != f16:
             B = B.astype(f16)
-        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        lead = A.shape[:-2] if A.ndim >= B.ndim else B.shape[:-2]
+        if A.ndim > 3 or B.ndim > 3 or (A.ndim == B.ndim == 3 and A.shape[0] != B.shape[0]):
+            lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
         M, K, N = A.shape[-2], A.shape[-1], B.shape[-2] if trans else B.shape[-1]
         if K == 0:  # an empty sum: the accumulator (or zero), rounded
             zeros = np.zeros(lead + (M, N), np.float32)
