@@ -6,6 +6,7 @@ Weights are cycled over more than 64 MB, so every call streams its weight from m
 decode step does (the weights of a real model do not fit in cache).
 
     python benchmarks/seqmm.py [--reps 5] [--mb 80]
+    KTIR_MODELS_NATIVE=avx2 python benchmarks/seqmm.py   # the AVX2 path on an AVX-512 machine
 
 Prints microseconds per call (best of --reps rounds) and the ratio BLAS / kernel (> 1: the
 kernel is faster).
@@ -14,6 +15,7 @@ kernel is faster).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import time
 from dataclasses import dataclass
 
@@ -95,7 +97,11 @@ def main() -> None:
     args = ap.parse_args()
     if not seqmm.available():
         raise SystemExit(f"native kernel unavailable: {seqmm.unavailable_reason()}")
-    path = "AVX2+FMA+F16C" if seqmm.uses_simd() else "portable C"
+    loaded = seqmm._library()
+    lib = loaded.lib
+    lib.seqmm_simd_level.argtypes = [ctypes.c_int]
+    lib.seqmm_simd_level.restype = ctypes.c_int
+    path = ("portable C", "AVX2+FMA+F16C", "AVX-512")[lib.seqmm_simd_level(loaded.force)]
     print(f"seqmm kernel path: {path}; times in us per call (best of {args.reps})")
     print(f"{'case':44s} {'wts':>4s} {'kern 1T':>9s} {'kern 2T':>9s} {'BLAS part':>10s} "
           f"{'BLAS+chain':>10s} {'ratio':>8s}")

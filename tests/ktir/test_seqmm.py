@@ -168,15 +168,27 @@ needs_native = pytest.mark.skipif(not seqmm.available(),
                                   reason=f"native kernel unavailable: {seqmm.unavailable_reason()}")
 
 
-@pytest.fixture(params=["default", "portable"])
+def _simd_level(force: int) -> int:
+    """The path the kernel runs under a cap: 0 portable, 1 AVX2+FMA+F16C, 2 AVX-512."""
+    lib = seqmm._library().lib
+    lib.seqmm_simd_level.argtypes = [ctypes.c_int]
+    lib.seqmm_simd_level.restype = ctypes.c_int
+    return lib.seqmm_simd_level(force)
+
+
+@pytest.fixture(params=["default", "avx2", "portable"])
 def path(request, monkeypatch):
-    """The kernel's default path (AVX2/F16C where the CPU has it), then its portable C path."""
-    if request.param == "portable":
-        monkeypatch.setenv("KTIR_MODELS_NATIVE", "portable")
+    """The kernel's default path (AVX-512, else AVX2/F16C, where the CPU has it), its AVX2 path
+    (KTIR_MODELS_NATIVE=avx2) and its portable C path. On a CPU without AVX-512 the first two
+    are the same path; without AVX2 all three are the portable one."""
+    if request.param != "default":
+        monkeypatch.setenv("KTIR_MODELS_NATIVE", request.param)
     seqmm._reset()
     assert seqmm.available()
     if request.param == "portable":
         assert not seqmm.uses_simd()
+    if request.param == "avx2":
+        assert seqmm.uses_simd() == bool(seqmm._library().lib.seqmm_has_simd())
     yield request.param
     monkeypatch.undo()
     seqmm._reset()
@@ -353,6 +365,28 @@ def test_kernel_argument_errors():
     with pytest.raises(ValueError, match="acc has shape"):
         seqmm.kloop(a, np.zeros((1, 8, 3), F16), np.zeros((1, 3, 3), F16), trips=2, kb=4,
                     transpose_b=False, part_dtype=F16, acc_dtype=F16)
+
+
+@needs_native
+def test_path_caps():
+    """KTIR_MODELS_NATIVE=portable / avx2 cap the path; the default is the best the CPU has."""
+    best = _simd_level(0)
+    assert best in (0, 1, 2)
+    assert _simd_level(1) == 0
+    assert _simd_level(2) == min(best, 1)
+    assert (best > 0) == bool(seqmm._library().lib.seqmm_has_simd())
+
+
+@needs_native
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_kernel_slab_boundaries_and_panels(path, transpose_b):
+    """K around the slab sizes (16, 32) and N around whole 16-column panels and 8-row groups,
+    with trips that end inside a slab, for one row, two rows and many rows."""
+    rng = np.random.default_rng(11)
+    for (trips, kb), N, M in itertools.product([(1, 31), (1, 32), (1, 33), (3, 24), (2, 48), (5, 13)],
+                                               (15, 16, 17, 24, 48, 130), (1, 2, 9)):
+        a, b = operands(rng, 1, M, N, trips, kb, transpose_b)
+        check(a, b, None, trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F16)
 
 
 # ---------------------------------------------------------------- the portable conversions

@@ -40,7 +40,8 @@
 #define SEQMM_X86 0
 #endif
 
-#define KS 16          /* k's per slab */
+#define KS 16          /* k's per slab (portable and AVX2 paths; the AVX-512 path: KS512 = 32) */
+#define KS_MAX 32      /* slab buffers' rows */
 /* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
    (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
 #ifndef NC_NN
@@ -387,6 +388,196 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
     }
 }
 
+/* ---------------------------------------------------------------- AVX-512 (F, BW, VL) path
+ * The same structure with 512-bit registers and 32-k slabs. Its point is the nt layout: one
+ * 64-byte load holds 32 k's of one weight row, so a single 512-bit unpack network transposes four
+ * 8 n x 8 k blocks at once (24 shuffles per 256 weights, half the AVX2 count), and each 128-bit
+ * lane (8 n's at one k) is stored straight into its slab row; the micro-kernel then widens 16 n's
+ * at a time with vcvtph2ps from memory (no shuffle-port work) and runs 16-lane FMAs. */
+
+#define SIMD512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define SIMD512_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define KS512 32       /* k's per slab on the AVX-512 path */
+#define MR512 8        /* rows per micro-kernel tile (8 x 32 columns: 16 accumulators) */
+
+SIMD512_INLINE __m512 r16z(__m512 x) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* The nt slab on this path is a row of panels: panel q holds the item's columns [16q, 16q + 16)
+   as 32 rows of 16 f16 (one 32-byte row per k, 1 KB), its k's in the order PANEL_POS, which is
+   the order the transpose below produces them in. The micro-kernel widens one 32-byte row per
+   k and panel, and keeps each element's k's in sequence whatever the rows' order in memory. */
+#define PANEL (KS512 * 16)                            /* f16 values per panel */
+#define PANEL_POS(kk) ((((kk) & 7) * 4 + ((kk) >> 3)) * 16)  /* offset of k0+kk's row in a panel */
+
+/* one panel from 16 rows x 32 k's of b: each row is one 512-bit load; the in-lane 8x8
+   transposes of rows 0-7 (y) and 8-15 (z) leave in lane L of y[kk] / z[kk] the 8 n's at
+   k = 8L + kk; one 2-source lane permute per output pairs them up as [y.L | z.L | y.L+1 | z.L+1]
+   = 16 n's at k = 8L + kk, then at 8(L+1) + kk, stored whole (1 shuffle-port op and 1 store per
+   32 weights on top of the 24 unpacks per 256). */
+__attribute__((noinline)) SIMD512_FN static void transpose16x32(const uint16_t *src, ptrdiff_t sbo, uint16_t *panel) {
+    __m512i r[8], y[8], q[8], z[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_si512((const void *)(src + i * sbo));
+    for (int i = 0; i < 8; i++) q[i] = _mm512_loadu_si512((const void *)(src + (8 + i) * sbo));
+    TRANSPOSE8x8(__m512i, _mm512, r, y);
+    TRANSPOSE8x8(__m512i, _mm512, q, z);
+    const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (int i = 0; i < 8; i++) {   /* rows kk = i, 8 + i (lo) and 16 + i, 24 + i (hi) */
+        _mm512_storeu_si512((void *)(panel + PANEL_POS(i)), _mm512_permutex2var_epi64(y[i], lo, z[i]));
+        _mm512_storeu_si512((void *)(panel + PANEL_POS(16 + i)), _mm512_permutex2var_epi64(y[i], hi, z[i]));
+    }
+}
+
+/* nt: the panels of columns [0, nbp): panel q row PANEL_POS(kk) = b[n0+16q .. +16, k0+kk], zero
+   for n >= nb. Whole 16 x 32 blocks by transpose16x32; a short slab or a last partial panel
+   element by element (K and N of the real programs are multiples of 32 and 16). */
+SIMD512_FN static void slab16_nt512(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+                                    ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
+    const ptrdiff_t sbo = j->sbo;
+    for (ptrdiff_t g = 0; g < nbp; g += 16) {
+        uint16_t *panel = w->slab16 + g / 16 * PANEL;
+        const uint16_t *src = bc + (n0 + g) * sbo + k0;
+        if (ks == KS512 && g + 16 <= nb) {
+            transpose16x32(src, sbo, panel);
+            continue;
+        }
+        for (ptrdiff_t kk = 0; kk < ks; kk++)
+            for (ptrdiff_t i = 0; i < 16; i++)
+                panel[PANEL_POS(kk) + i] = g + i < nb ? src[i * sbo + kk] : 0;
+    }
+}
+
+SIMD512_FN static void prefetch_slab512(const job_t *j, const uint16_t *bc, ptrdiff_t k0, ptrdiff_t n0, ptrdiff_t nb) {
+    ptrdiff_t kp = k0 + PF_SLABS * KS512;
+    if (!j->nt) {
+        for (ptrdiff_t k = kp; k < kp + KS512 && k < j->K; k++)
+            for (ptrdiff_t n = 0; n < nb; n += 32) _mm_prefetch((const char *)(bc + k * j->sbo + n0 + n), PF_HINT);
+    } else {
+        if (kp < j->K)
+            for (ptrdiff_t n = 0; n < nb; n++) _mm_prefetch((const char *)(bc + (n0 + n) * j->sbo + kp), PF_HINT);
+    }
+}
+
+/* slab32[kk][n] = f32(the f16 weights at k0+kk, column n): from rows (nn, row stride ss) or panels */
+SIMD512_FN static void widen512(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss, int panels,
+                                ptrdiff_t ks, ptrdiff_t nbp) {
+    for (ptrdiff_t kk = 0; kk < ks; kk++)
+        for (ptrdiff_t n = 0; n < nbp; n += 16) {
+            const uint16_t *p = panels ? src + n / 16 * PANEL + PANEL_POS(kk) : src + kk * ss + n;
+            _mm512_storeu_ps(dst + kk * ds + n, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
+        }
+}
+
+/* tile's 512-bit form: rows [0, MR) x columns [0, 16*NV); weights f32 rows (W = 0), f16 rows
+   (W = 1, row stride ws) or f16 panels (W = 2, see PANEL_POS). The k's are walked in runs that
+   end at a trip boundary or at the slab's end, so the FMA loop carries no trip test. */
+SIMD512_INLINE void tile512(const int MR, const int NV, const int W, const float *a32, ptrdiff_t K,
+                            const void *wp, ptrdiff_t ws, float *s, float *r, ptrdiff_t ncp,
+                            ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t kb, int acc_given, int part16, int acc16) {
+    __m512 acc[MR512][8];
+    ptrdiff_t t = k0 / kb, in_trip = k0 % kb;
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int v = 0; v < NV; v++)
+            acc[i][v] = in_trip ? _mm512_loadu_ps(s + i * ncp + 16 * v) : _mm512_setzero_ps();
+    for (ptrdiff_t kk = 0; kk < ks;) {
+        ptrdiff_t end = kk + (kb - in_trip < ks - kk ? kb - in_trip : ks - kk);
+        in_trip += end - kk;
+        for (; kk < end; kk++) {
+            __m512 wv[8];
+            UNROLL for (int v = 0; v < NV; v++)
+                wv[v] = W == 2 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)wp + v * PANEL + PANEL_POS(kk))))
+                      : W == 1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)wp + kk * ws + 16 * v)))
+                               : _mm512_loadu_ps((const float *)wp + kk * ws + 16 * v);
+            UNROLL for (int i = 0; i < MR; i++) {
+                __m512 av = _mm512_set1_ps(a32[i * K + k0 + kk]);
+                UNROLL for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(av, wv[v], acc[i][v]);
+            }
+        }
+        if (in_trip == kb) {
+            int have_r = acc_given || t > 0;
+            UNROLL for (int i = 0; i < MR; i++)
+                UNROLL for (int v = 0; v < NV; v++) {
+                    float *rp = r + i * ncp + 16 * v;
+                    __m512 p = part16 ? r16z(acc[i][v]) : acc[i][v];
+                    if (have_r) {
+                        __m512 x = _mm512_add_ps(_mm512_loadu_ps(rp), p);
+                        p = acc16 ? r16z(x) : x;
+                    }
+                    _mm512_storeu_ps(rp, p);
+                    acc[i][v] = _mm512_setzero_ps();
+                }
+            in_trip = 0;
+            t++;
+        }
+    }
+    if (in_trip)
+        UNROLL for (int i = 0; i < MR; i++)
+            UNROLL for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + i * ncp + 16 * v, acc[i][v]);
+}
+
+/* one slab (k0 .. k0+ks, ks <= 32) of one item for all rows m */
+SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+                                    ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
+    const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
+    const int ag = j->acc_given, p16 = j->part16, a16 = j->acc16;
+    const uint16_t *w16;  /* the slab's weights, f16: panels (nt), or [ks][>= nbp] rows of stride ws16 */
+    ptrdiff_t ws16 = ncp;
+    prefetch_slab512(j, bc, k0, n0, nb);
+    if (j->nt) {
+        slab16_nt512(j, w, bc, k0, ks, n0, nb, nbp);
+        w16 = w->slab16;
+    } else if (nb == nbp) {
+        w16 = bc + k0 * j->sbo + n0; ws16 = j->sbo;
+    } else {
+        slab16_nn(j, w, bc, k0, ks, n0, nb, nbp);
+        w16 = w->slab16;
+    }
+    float *s = w->s, *r = w->r;
+    const float *a32 = w->a32;
+    /* few rows: widen each weight as it is used (8 accumulators hide the FMA latency where the
+       item is wide enough); columns n of a tile are panels n/16.. or row offsets n */
+#define FEW_ROWS(MR, NV, STEP)                                                                    \
+    for (; n + (STEP) <= nbp; n += (STEP)) {                                                      \
+        if (j->nt) tile512(MR, NV, 2, a32, K, w16 + n / 16 * PANEL, 0, s + n, r + n, ncp, k0, ks, kb, ag, p16, a16); \
+        else tile512(MR, NV, 1, a32, K, w16 + n, ws16, s + n, r + n, ncp, k0, ks, kb, ag, p16, a16);           \
+    }
+    if (M <= 2) {
+        ptrdiff_t n = 0;
+        if (M == 1) {
+            FEW_ROWS(1, 8, 128)
+            FEW_ROWS(1, 4, 64)
+            FEW_ROWS(1, 2, 32)
+        } else {
+            FEW_ROWS(2, 4, 64)
+            FEW_ROWS(2, 2, 32)
+        }
+        return;
+    }
+#undef FEW_ROWS
+    /* many rows: widen the slab once, then 8 x 32 register tiles */
+    widen512(w->slab, ncp, w16, ws16, j->nt, ks, nbp);
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += MR512) {
+        ptrdiff_t mr = M - m0 < MR512 ? M - m0 : MR512;
+        const float *am = a32 + m0 * K;
+        float *sm = s + m0 * ncp, *rm = r + m0 * ncp;
+        for (ptrdiff_t n = 0; n < nbp; n += 32) {
+            const float *wn = w->slab + n;
+            switch (mr) {
+            case 8: tile512(8, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 7: tile512(7, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 6: tile512(6, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 5: tile512(5, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 4: tile512(4, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 3: tile512(3, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 2: tile512(2, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            default: tile512(1, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            }
+        }
+    }
+}
+
 /* a[c] in f32 and out from r: the F16C forms of convert_a / store_out (same values) */
 SIMD_FN static void convert_a_simd(const job_t *j, scratch_t *w, ptrdiff_t c) {
     if (w->cur_c >= 0 && (w->cur_c == c || j->sac == 0)) return;
@@ -415,16 +606,28 @@ SIMD_FN static void store_out_simd(const job_t *j, scratch_t *w, ptrdiff_t c, pt
     }
 }
 
-static int cpu_has_simd(void) {
+/* 0: portable only; 1: AVX2+FMA+F16C; 2: also AVX-512 F+BW+VL (the CPU and the OS's saved state) */
+static int cpu_simd_level(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        return 0;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        return 2;
+    return 1;
 }
 
 #else
-static int cpu_has_simd(void) { return 0; }
+static int cpu_simd_level(void) { return 0; }
 #endif
 
-int seqmm_has_simd(void) { return cpu_has_simd(); }
+int seqmm_has_simd(void) { return cpu_simd_level() > 0; }
+/* the path a call runs with force = 0 (best), 1 (portable), 2 (at most AVX2): 0, 1 or 2 as above */
+int seqmm_simd_level(int force) {
+    int level = cpu_simd_level();
+    if (force == 1) return 0;
+    if (force == 2 && level > 1) return 1;
+    return level;
+}
 
 /* ---------------------------------------------------------------- work items and threads */
 
@@ -437,8 +640,12 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item) {
     if (j->simd) {
         convert_a_simd(j, w, c);
         if (j->acc_given) load_r(j, w, c, n0, nb);
-        for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS)
-            slab_simd(j, w, bc, k0, j->K - k0 < KS ? j->K - k0 : KS, n0, nb, nbp);
+        if (j->simd == 2)
+            for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS512)
+                slab_simd512(j, w, bc, k0, j->K - k0 < KS512 ? j->K - k0 : KS512, n0, nb, nbp);
+        else
+            for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS)
+                slab_simd(j, w, bc, k0, j->K - k0 < KS ? j->K - k0 : KS, n0, nb, nbp);
         store_out_simd(j, w, c, n0, nb);
         return;
     }
@@ -470,8 +677,8 @@ static void *run_part(void *arg) {
     scratch_t w;
     size_t fl = sizeof(float);
     w.a32 = malloc(fl * (size_t)(j->M * j->K));
-    w.slab = malloc(fl * (size_t)(KS * j->ncp));
-    w.slab16 = malloc(sizeof(uint16_t) * (size_t)(KS * j->ncp));
+    w.slab = malloc(fl * (size_t)(KS_MAX * j->ncp));
+    w.slab16 = malloc(sizeof(uint16_t) * (size_t)(KS_MAX * j->ncp));
     w.s = malloc(fl * (size_t)(j->M * j->ncp));
     w.r = malloc(fl * (size_t)(j->M * j->ncp));
     w.cur_c = -1;
@@ -610,7 +817,7 @@ static void spawn_run(part_t *parts, int n) {
 int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
                 const uint16_t *b, ptrdiff_t sbc, ptrdiff_t sbo, void *out,
                 ptrdiff_t C, ptrdiff_t M, ptrdiff_t N, ptrdiff_t trips, ptrdiff_t kb,
-                int nt, int part16, int acc16, int acc_given, int threads, int force_portable) {
+                int nt, int part16, int acc16, int acc_given, int threads, int force) {
     job_t j;
     if (C <= 0 || M <= 0 || N <= 0 || trips <= 0 || kb <= 0) return 0;
     if (threads < 1) threads = 1;
@@ -619,7 +826,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.b = b; j.sbc = sbc; j.sbo = sbo; j.out = out;
     j.C = C; j.M = M; j.N = N; j.K = trips * kb; j.trips = trips; j.kb = kb;
     j.nt = nt; j.part16 = part16; j.acc16 = acc16; j.acc_given = acc_given;
-    j.simd = !force_portable && cpu_has_simd();
+    j.simd = seqmm_simd_level(force);
     /* columns per item: at most nc_max; with one c, enough items that the threads share evenly */
     ptrdiff_t nc_max = nt ? NC_NT : NC_NN;
     ptrdiff_t chunks = (N + nc_max - 1) / nc_max;

@@ -25,7 +25,8 @@ NaN where the reference has one). When no kernel can be built, :func:`available`
 :func:`unavailable_reason` says why; callers then use BLAS on f32 copies.
 
 Environment: ``KTIR_MODELS_NATIVE=0`` disables the kernel, ``KTIR_MODELS_NATIVE=portable`` forces
-its portable C path (no AVX2/F16C intrinsics) so it can be tested on any machine;
+its portable C path (no AVX2/F16C intrinsics) so it can be tested on any machine, and
+``KTIR_MODELS_NATIVE=avx2`` its AVX2 path where the CPU also has AVX-512 (tests cover each path);
 ``KTIR_MODELS_CACHE`` (default ``~/.cache/ktir-models``) holds the built library under ``native/``;
 ``CC`` names the compiler (else ``cc``, ``gcc``, ``clang`` are tried).
 """
@@ -65,7 +66,8 @@ class _Loaded:
 
     lib: ctypes.CDLL | None
     reason: str | None
-    portable: bool = False   # KTIR_MODELS_NATIVE=portable, read when the library is loaded
+    force: int = 0   # the kernel's path cap, read when the library is loaded: 0 the best the CPU
+    #                  has, 1 portable C (KTIR_MODELS_NATIVE=portable), 2 at most AVX2 (=avx2)
 
 
 _lock = threading.Lock()
@@ -143,7 +145,7 @@ _ARGTYPES = [
     ctypes.c_int,            # acc (and out) is f16
     ctypes.c_int,            # acc given (out already holds it)
     ctypes.c_int,            # threads
-    ctypes.c_int,            # force the portable path
+    ctypes.c_int,            # path cap (_Loaded.force)
 ]
 
 
@@ -166,7 +168,7 @@ def _load() -> _Loaded:
             fn.restype = ctypes.c_int
             lib.seqmm_has_simd.argtypes = []
             lib.seqmm_has_simd.restype = ctypes.c_int
-            return _Loaded(lib, None, portable=setting == "portable")
+            return _Loaded(lib, None, force={"portable": 1, "avx2": 2}.get(setting, 0))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")
     return _Loaded(None, "could not build the native kernel: " + "; ".join(errors))
@@ -201,7 +203,7 @@ def _reset() -> None:
 def uses_simd() -> bool:
     """True when :func:`kloop` runs the AVX2/FMA/F16C path (False: the portable C path)."""
     loaded = _library()
-    return loaded.lib is not None and not loaded.portable and bool(loaded.lib.seqmm_has_simd())
+    return loaded.lib is not None and loaded.force != 1 and bool(loaded.lib.seqmm_has_simd())
 
 
 _F16 = np.dtype(np.float16)
@@ -337,7 +339,7 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
         b.__array_interface__["data"][0], sb[0], sb[1],
         out.__array_interface__["data"][0], C, M, N, trips, kb,
         int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),
-        int(acc is not None), threads, int(loaded.portable))
+        int(acc is not None), threads, loaded.force)
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
     return out
