@@ -42,6 +42,8 @@ class Case:
 CASES = [
     Case("decode GEMV nn 1x576 @ 576x1536, 9x64", 1, 1536, 9, 64, False),
     Case("decode GEMV nt 1x576 @ (1536x576)^T, 9x64", 1, 1536, 9, 64, True),
+    Case("decode GEMV nn 1x2048 @ 2048x2048, 1x2048", 1, 2048, 1, 2048, False),
+    Case("decode GEMV nt 1x2048 @ (2048x2048)^T, 1x2048", 1, 2048, 1, 2048, True),
     Case("lm_head nt 1x576 @ (49152x576)^T, 288x2", 1, 49152, 288, 2, True),
     Case("prefill nt 32x576 @ (1536x576)^T, 9x64", 32, 1536, 9, 64, True),
 ]

@@ -389,6 +389,20 @@ def test_kernel_slab_boundaries_and_panels(path, transpose_b):
         check(a, b, None, trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F16)
 
 
+@needs_native
+def test_kernel_weight_split_over_cores(path):
+    """A decode GEMV as the programs issue it: one [N, K] weight viewed as [C, N/C, K] (each core
+    its rows), one activation shared by every core; N/C = 24 is one whole panel and a part."""
+    rng = np.random.default_rng(12)
+    for C, rows, trips, kb in [(24, 24, 9, 64), (8, 64, 1, 576), (3, 40, 2, 512)]:
+        a, w = operands(rng, 1, 1, C * rows, trips, kb, True)
+        b = w[0].reshape(C, rows, trips * kb)
+        want = seqmm.kloop_reference(np.broadcast_to(a, (C, 1, trips * kb)), b, None, trips=trips,
+                                     kb=kb, transpose_b=True, part_dtype=F16, acc_dtype=F16)
+        assert_same_bits(check(a, b, None, trips=trips, kb=kb, transpose_b=True, part_dtype=F16,
+                               acc_dtype=F16), want)
+
+
 # ---------------------------------------------------------------- the portable conversions
 
 def _conversions():

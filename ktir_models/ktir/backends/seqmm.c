@@ -11,19 +11,29 @@
  * and threads only choose WHICH elements are computed together, never the order within one.
  *
  * Structure: the output is cut into work items (c, chunk of columns: wide for nn, narrow for nt);
- * threads take contiguous ranges of items. Per item, K is walked in slabs of KS k's. The slab's
- * f16 weights are read in place (nn) or transposed 8 n x 16 k at a time into an f16 buffer (nt,
- * b = [C, N, K]); with M > 2 rows (stacked cores, prefill rows) the slab is widened to f32 once
- * and reused by every row. A register-blocked micro-kernel runs a tile of rows x columns over the
- * slab's k's, closing a trip (round the partial, chain it into r) whenever a trip boundary is
- * crossed; a partial that spans slabs waits in an f32 buffer s. The weights, which stream from
- * memory (decode is bandwidth bound), are prefetched a few slabs ahead.
+ * threads take contiguous ranges of items. Per item, K is walked in slabs of KS k's (16; 32 on
+ * the AVX-512 path). The slab's f16 weights are read in place (nn) or transposed into an f16
+ * buffer (nt, b = [C, N, K]): AVX2, 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k
+ * at a time into 16-column panels (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows)
+ * the slab is widened to f32 once and reused by every row. A register-blocked micro-kernel runs
+ * a tile of rows x columns over the slab's k's, closing a trip (round the partial, chain it into
+ * r) whenever a trip boundary is crossed; a partial that spans slabs waits in an f32 buffer s.
+ * The weights, which stream from memory (decode is bandwidth bound), are prefetched a few slabs
+ * ahead.
  *
- * Two paths with the same semantics: AVX2+FMA+F16C intrinsics (selected at run time by a CPU
- * check, compiled through function target attributes so no -m flags are needed) and portable C
- * with exact bit-level f16 <-> f32 conversions (round to nearest even, subnormals, overflow).
- * Both run with flush-to-zero, denormals-are-zero off and round-to-nearest (MXCSR set per thread
- * on x86). Never compile this with -ffast-math.
+ * Cost of nt (every GEMM of the real programs): the transposes are shuffle-port bound. AVX2
+ * spends 24 in-lane unpacks per 128 weights plus 16-byte stores; AVX-512 spends 24 unpacks and
+ * 8 lane permutes per 256 weights and stores 64-byte panel rows, then the micro-kernel widens
+ * 16 n's per vcvtph2ps from memory (no shuffle) into 16-lane FMAs. Measured on the 2-core dev
+ * machine (Xeon with AVX-512, 1x576 @ (1536x576)^T, weights cycled from memory, one thread):
+ * nt about 1.3-1.6x the nn time on the AVX-512 path (AVX2: about 1.8-2.2x).
+ *
+ * Three paths with the same semantics, selected at run time by a CPU check and compiled through
+ * function target attributes (no -m flags): AVX-512 F+BW+VL (with FMA, F16C), AVX2+FMA+F16C, and
+ * portable C with exact bit-level f16 <-> f32 conversions (round to nearest even, subnormals,
+ * overflow). seqmm_kloop's last argument caps the path (1: portable, 2: at most AVX2) so tests
+ * run each one on any machine. All run with flush-to-zero, denormals-are-zero off and
+ * round-to-nearest (MXCSR set per thread on x86). Never compile this with -ffast-math.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -419,10 +429,14 @@ SIMD512_INLINE __m512 r16z(__m512 x) {
    k = 8L + kk; one 2-source lane permute per output pairs them up as [y.L | z.L | y.L+1 | z.L+1]
    = 16 n's at k = 8L + kk, then at 8(L+1) + kk, stored whole (1 shuffle-port op and 1 store per
    32 weights on top of the 24 unpacks per 256). */
-__attribute__((noinline)) SIMD512_FN static void transpose16x32(const uint16_t *src, ptrdiff_t sbo, uint16_t *panel) {
+/* rows [0, nr) x k's [0, ks) of src (nr <= 16, ks <= 32; the rest reads as zero, and masked-off
+   elements are not touched in memory) */
+SIMD512_INLINE void transpose16x32_body(const uint16_t *src, ptrdiff_t sbo, uint16_t *panel, int nr, __mmask32 km) {
     __m512i r[8], y[8], q[8], z[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm512_loadu_si512((const void *)(src + i * sbo));
-    for (int i = 0; i < 8; i++) q[i] = _mm512_loadu_si512((const void *)(src + (8 + i) * sbo));
+    for (int i = 0; i < 8; i++)
+        r[i] = i < nr ? _mm512_maskz_loadu_epi16(km, src + i * sbo) : _mm512_setzero_si512();
+    for (int i = 0; i < 8; i++)
+        q[i] = 8 + i < nr ? _mm512_maskz_loadu_epi16(km, src + (8 + i) * sbo) : _mm512_setzero_si512();
     TRANSPOSE8x8(__m512i, _mm512, r, y);
     TRANSPOSE8x8(__m512i, _mm512, q, z);
     const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
@@ -433,22 +447,28 @@ __attribute__((noinline)) SIMD512_FN static void transpose16x32(const uint16_t *
     }
 }
 
+/* the whole 16 x 32 block (a masked load with every lane on is a plain load) */
+__attribute__((noinline)) SIMD512_FN static void transpose16x32(const uint16_t *src, ptrdiff_t sbo, uint16_t *panel) {
+    transpose16x32_body(src, sbo, panel, 16, (__mmask32)0xffffffffu);
+}
+
+/* a partial block: the last panel of an N that is not a multiple of 16, or a short last slab */
+__attribute__((noinline)) SIMD512_FN static void transpose16x32_part(const uint16_t *src, ptrdiff_t sbo, uint16_t *panel,
+                                                                   int nr, int ks) {
+    transpose16x32_body(src, sbo, panel, nr, (__mmask32)(ks >= 32 ? 0xffffffffu : (1u << ks) - 1u));
+}
+
 /* nt: the panels of columns [0, nbp): panel q row PANEL_POS(kk) = b[n0+16q .. +16, k0+kk], zero
-   for n >= nb. Whole 16 x 32 blocks by transpose16x32; a short slab or a last partial panel
-   element by element (K and N of the real programs are multiples of 32 and 16). */
+   for n >= nb (and in the rows kk >= ks of a short slab, which are never read) */
 SIMD512_FN static void slab16_nt512(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
                                     ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
     const ptrdiff_t sbo = j->sbo;
     for (ptrdiff_t g = 0; g < nbp; g += 16) {
         uint16_t *panel = w->slab16 + g / 16 * PANEL;
-        const uint16_t *src = bc + (n0 + g) * sbo + k0;
-        if (ks == KS512 && g + 16 <= nb) {
-            transpose16x32(src, sbo, panel);
-            continue;
-        }
-        for (ptrdiff_t kk = 0; kk < ks; kk++)
-            for (ptrdiff_t i = 0; i < 16; i++)
-                panel[PANEL_POS(kk) + i] = g + i < nb ? src[i * sbo + kk] : 0;
+        ptrdiff_t nr = nb - g < 16 ? nb - g : 16;   /* rows of b in this panel (<= 0 past N) */
+        const uint16_t *src = nr > 0 ? bc + (n0 + g) * sbo + k0 : bc;
+        if (ks == KS512 && nr == 16) transpose16x32(src, sbo, panel);
+        else transpose16x32_part(src, sbo, panel, nr > 0 ? (int)nr : 0, (int)ks);
     }
 }
 
