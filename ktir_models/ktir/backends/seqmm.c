@@ -24,9 +24,11 @@
  * Cost of nt (every GEMM of the real programs): the transposes are shuffle-port bound. AVX2
  * spends 24 in-lane unpacks per 128 weights plus 16-byte stores; AVX-512 spends 24 unpacks and
  * 8 lane permutes per 256 weights and stores 64-byte panel rows, then the micro-kernel widens
- * 16 n's per vcvtph2ps from memory (no shuffle) into 16-lane FMAs. Measured on the 2-core dev
- * machine (Xeon with AVX-512, 1x576 @ (1536x576)^T, weights cycled from memory, one thread):
- * nt about 1.3-1.6x the nn time on the AVX-512 path (AVX2: about 1.8-2.2x).
+ * 16 n's per vcvtph2ps from memory (no shuffle) into 16-lane FMAs. That is still 4 vector uops
+ * per 16 multiply-adds on the two 512-bit ports against nn's 2, so nt stays slower where the
+ * weights are in cache; streamed from memory (decode), measured on the 2-core dev machine:
+ * nt / nn = 1.5 (1 thread) and 1.4 (2 threads) at 1x576 @ 1536x576, 1.2 and 1.25 at K = N =
+ * 2048 (the AVX2 path: 1.85 / 1.55 and 1.5 / 1.8).
  *
  * Three paths with the same semantics, selected at run time by a CPU check and compiled through
  * function target attributes (no -m flags): AVX-512 F+BW+VL (with FMA, F16C), AVX2+FMA+F16C, and
@@ -44,6 +46,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SEQMM_NO_SIMD)
 #define SEQMM_X86 1
 #include <immintrin.h>
+#include <cpuid.h>
 #define SIMD_FN __attribute__((target("avx2,fma,f16c")))
 #define SIMD_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #else
@@ -630,9 +633,14 @@ SIMD_FN static void store_out_simd(const job_t *j, scratch_t *w, ptrdiff_t c, pt
 }
 
 /* 0: portable only; 1: AVX2+FMA+F16C; 2: also AVX-512 F+BW+VL (the CPU and the OS's saved state) */
+static int cpu_has_f16c(void) {   /* CPUID.1:ECX bit 29 (some clang versions lack the "f16c" name) */
+    unsigned int a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1u);
+}
+
 static int cpu_simd_level(void) {
     __builtin_cpu_init();
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()))
         return 0;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
         return 2;
