@@ -268,6 +268,7 @@ class Plan:
         # so a function run once never pays it
         self._tier_from = None
         self._runs = 0
+        self._contexts: list | None = None  # the stacked or rerolled run's core contexts
 
     def _bind(self, args) -> list:
         fn = self.fn
@@ -344,17 +345,19 @@ class Plan:
         if n > 1 and c.stacked is not None and machine.grid_batching:
             from .stacked import run_stacked
 
-            run_stacked(c.stacked, c.template, c.arg_slots, values,
-                        [CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)), machine,
-                                     fn.name, None) for core in range(n)])
+            if self._contexts is None:  # without inter-tile ops a core's context never changes
+                self._contexts = [CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
+                                              machine, fn.name, None) for core in range(n)]
+            run_stacked(c.stacked, c.template, c.arg_slots, values, self._contexts)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
         rr = c.rerolled
         if rr is not None and machine.grid_batching and rr.disjoint(values):
             from .stacked import run_stacked
 
+            if self._contexts is None:
+                self._contexts = [CoreContext(0, (0, 0, 0), machine, fn.name, None)] * rr.plan.C
             try:
-                run_stacked(rr.plan, rr.template, rr.arg_slots, values,
-                            [CoreContext(0, (0, 0, 0), machine, fn.name, None)] * rr.plan.C)
+                run_stacked(rr.plan, rr.template, rr.arg_slots, values, self._contexts)
                 return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
             except EmulationFault:
                 pass  # rerun plainly (reroll.py: same bytes), which locates the fault exactly

@@ -109,12 +109,16 @@ class Buffer:
     def all_finite(self) -> bool:
         """True when no element is NaN/Inf. Checked where the bytes live (on a device back end,
         on the device: only the answer crosses to the host)."""
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
         if self.dtype.kind != "f" and self.dtype.name != "bfloat16":
             return True
-        backend = self._hbm.machine.backend
+        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
         if self.region.dev is None:
-            return bool(np.isfinite(self.region.typed(self.dtype)[:n]).all())
+            flat = self.region.typed(self.dtype)[:n]
+            if self.dtype == np.float16:  # exponent bits all ones <=> inf or NaN; integer
+                # ops are several times faster than numpy's float16 isfinite (checked per node)
+                return n == 0 or int(np.bitwise_and(flat.view(np.uint16), 0x7C00).max()) != 0x7C00
+            return bool(np.isfinite(flat).all())
+        backend = self._hbm.machine.backend
         return bool(backend.isfinite(backend.typed(self.region, self.dtype)[:n]).all())
 
     def write(self, array) -> None:

@@ -577,3 +577,24 @@ def test_bundled_tile_id_results_and_linear_core_order():
     run(fn, m, o.address)
     # core (x, y) writes x + 2*y at that position: every core ran once with its own coordinates
     np.testing.assert_array_equal(o.read(), [0, 1, 2, 3])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_buffer_all_finite_matches_numpy(dtype):
+    """Buffer.all_finite (checked after every node of a forward) against np.isfinite: the f16
+    path tests exponent bits, so every f16 class is tried (largest finite, subnormals, zeros,
+    +-inf, NaNs with any payload) and a single bad element anywhere is found."""
+    m = ktir.Machine()
+    specials = np.array([65504, -65504, 6e-8, -6e-8, 0.0, -0.0, 1.0, np.inf, -np.inf, np.nan],
+                        dtype=dtype)
+    if dtype == np.float16:
+        payload_nan = np.array([0x7C01, 0xFE00], np.uint16).view(np.float16)
+        specials = np.concatenate([specials, payload_nan])
+    base = np.linspace(-3, 3, 999).astype(dtype)
+    for value in specials:
+        for where in (0, 500, 998):
+            data = base.copy()
+            data[where] = value
+            buf = m.hbm.allocate_from(data.reshape(27, 37), name=f"b{where}")
+            assert buf.all_finite() == bool(np.isfinite(data).all()), (value, where)
+            m.hbm.free(buf)
