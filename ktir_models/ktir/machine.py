@@ -71,6 +71,9 @@ class Buffer:
         self.region = region
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
+        self.size = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        # the f16 elements as uint16 (host memory), for all_finite's exponent test after every node
+        self._bits16 = None
 
     @property
     def name(self) -> str:
@@ -97,13 +100,13 @@ class Buffer:
         self._hbm.machine.backend.release(self.region)
         self.region.mark_initialised()
         self.region.version += 1
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        n = self.size
         return self.region.typed(self.dtype)[:n].reshape(self.shape)
 
     def read(self) -> np.ndarray:
         """A copy of the buffer's contents (does not change initialisation tracking)."""
         self._hbm.machine.backend.pull(self.region)
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        n = self.size
         return self.region.typed(self.dtype)[:n].reshape(self.shape).copy()
 
     def all_finite(self) -> bool:
@@ -111,20 +114,21 @@ class Buffer:
         on the device: only the answer crosses to the host)."""
         if self.dtype.kind != "f" and self.dtype.name != "bfloat16":
             return True
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        n = self.size
         if self.region.dev is None:
-            flat = self.region.typed(self.dtype)[:n]
             if self.dtype == np.float16:  # exponent bits all ones <=> inf or NaN; integer
                 # ops are several times faster than numpy's float16 isfinite (checked per node)
-                return n == 0 or int(np.bitwise_and(flat.view(np.uint16), 0x7C00).max()) != 0x7C00
-            return bool(np.isfinite(flat).all())
+                if self._bits16 is None:
+                    self._bits16 = self.region.typed(self.dtype)[:n].view(np.uint16)
+                return n == 0 or int(np.bitwise_and(self._bits16, 0x7C00).max()) != 0x7C00
+            return bool(np.isfinite(self.region.typed(self.dtype)[:n]).all())
         backend = self._hbm.machine.backend
         return bool(backend.isfinite(backend.typed(self.region, self.dtype)[:n]).all())
 
     def write(self, array) -> None:
         """Copy ``array`` (same element count) into the buffer and mark it initialised."""
         src = np.asarray(array, dtype=self.dtype)
-        n = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        n = self.size
         if src.size != n:
             raise UserError(f"buffer {self.name}: expected {n} elements {self.shape}, "
                             f"got {src.size} {src.shape}")
