@@ -321,8 +321,7 @@ def _block(a: _Access, C: int, ext: tuple, writeable: bool):
 
 @native("ktdp.load")
 def _load(b, op, plain):
-    from .ops.ktdp import _only_matmul_users, f32_key
-    from .ops.linalg import uses_native
+    from .ops.ktdp import _only_matmul_users, f32_key, feeds_native_matmuls
 
     c = b.c
     if c.xp.name != "numpy":
@@ -331,9 +330,8 @@ def _load(b, op, plain):
     C = b.C
     hbm = c.machine.hbm
     cache: dict = {}
-    only_mm = _only_matmul_users(c, op.result)
-    native = only_mm and all(uses_native(c, u) for u in c.users[id(op.result)])
-    f32 = only_mm and not native and op.result.type.elem in ("f16", "bf16")
+    f32 = not feeds_native_matmuls(c, op.result) and _only_matmul_users(c, op.result) and \
+        op.result.type.elem in ("f16", "bf16")
     view = id(op) in c.view_loads  # the native kernel reads the f16 where it lies
     machine = c.machine
     F32 = np.dtype(np.float32)

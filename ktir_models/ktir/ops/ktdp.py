@@ -736,6 +736,16 @@ def _only_matmul_users(c, v) -> bool:
                                v in u.groups.get("ins", []) for u in users)
 
 
+def feeds_native_matmuls(c, v) -> bool:
+    """Whether every user of ``v`` is a matmul on the native kernel, reading ``v`` as an input
+    (it then wants the f16 values where they lie, not an f32 copy)."""
+    from .linalg import uses_native
+
+    users = c.users.get(id(v), [])
+    return bool(users) and c.machine.native_matmul and _only_matmul_users(c, v) and \
+        all(uses_native(c, u) for u in users)
+
+
 _MAY_WRITE = ("ktdp.store", "func.call")
 
 
@@ -780,15 +790,10 @@ def load_view(tile: Tile) -> np.ndarray:
 
 @register("ktdp.load")
 def build_load(c, op):
-    from .linalg import uses_native
-
     it = c.slot(op.operands[0])
     ir = c.slot(op.result)
     rt = op.result.type
-    users = c.users.get(id(op.result), [])
-    if users and c.machine.native_matmul and _only_matmul_users(c, op.result) and \
-            all(uses_native(c, u) for u in users):
-        # the native kernel reads f16 where it lies
+    if feeds_native_matmuls(c, op.result):
         load = load_tile
         if _read_before_writes(c, op):
             c.view_loads.add(id(op))
