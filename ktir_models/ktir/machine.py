@@ -63,6 +63,19 @@ class Region:
         return f"Region({self.name!r}, bytes {self.start}..{self.end})"
 
 
+_FINITE_CHUNK = 1 << 20  # elements per step: bounds the temporary of a big tensor's test
+
+
+def f16_all_finite(a: np.ndarray) -> bool:
+    """True when no element of the float16 array ``a`` is inf or NaN (exponent bits all ones).
+    Integer ops on the bits are ~5x faster than numpy's float16 ``isfinite``."""
+    bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
+    for i in range(0, bits.size, _FINITE_CHUNK):
+        if int(np.bitwise_and(bits[i:i + _FINITE_CHUNK], 0x7C00).max()) == 0x7C00:
+            return False
+    return True
+
+
 class Buffer:
     """A typed, shaped handle on one HBM region (what :class:`HBM` allocations return)."""
 
@@ -72,8 +85,7 @@ class Buffer:
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.size = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
-        # the f16 elements as uint16 (host memory), for all_finite's exponent test after every node
-        self._bits16 = None
+        self._flat16 = None  # the f16 elements (host memory), for all_finite after every node
 
     @property
     def name(self) -> str:
@@ -116,11 +128,10 @@ class Buffer:
             return True
         n = self.size
         if self.region.dev is None:
-            if self.dtype == np.float16:  # exponent bits all ones <=> inf or NaN; integer
-                # ops are several times faster than numpy's float16 isfinite (checked per node)
-                if self._bits16 is None:
-                    self._bits16 = self.region.typed(self.dtype)[:n].view(np.uint16)
-                return n == 0 or int(np.bitwise_and(self._bits16, 0x7C00).max()) != 0x7C00
+            if self.dtype == np.float16:
+                if self._flat16 is None:
+                    self._flat16 = self.region.typed(self.dtype)[:n]
+                return f16_all_finite(self._flat16)
             return bool(np.isfinite(self.region.typed(self.dtype)[:n]).all())
         backend = self._hbm.machine.backend
         return bool(backend.isfinite(backend.typed(self.region, self.dtype)[:n]).all())

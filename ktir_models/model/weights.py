@@ -20,6 +20,7 @@ import ml_dtypes  # noqa: F401  (registers bfloat16 with numpy, which safe_open 
 import numpy as np
 
 from ktir_models.errors import UserError
+from ktir_models.ktir.machine import f16_all_finite
 from ktir_models.model.config import ModelConfig
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -153,7 +154,7 @@ class Checkpoint:
         if out is raw and not out.flags.writeable:
             out = out.copy()
         del raw
-        if not np.isfinite(out).all():
+        if not f16_all_finite(out):
             raise UserError(
                 f"{path}: tensor {name!r} ({dtype}) has values that are NaN or outside the float16 range"
             )

@@ -165,10 +165,12 @@ def test_truncated_tensor_data_is_a_user_error(tmp_path):
             ckpt.read_f16(name)
 
 
-def test_values_beyond_f16_range_are_refused(tmp_path):
+@pytest.mark.parametrize("dtype,bad", [(np.float32, 1e6), (np.float32, -1e6),
+                                       (np.float32, np.nan), (np.float16, -np.inf)])
+def test_values_beyond_f16_range_are_refused(tmp_path, dtype, bad):
     cfg = tiny_config()
-    tensors = _numpy_checkpoint(tmp_path, cfg)
-    tensors["model.norm.weight"][3] = 1e6
+    tensors = _numpy_checkpoint(tmp_path, cfg, dtype=dtype)
+    tensors["model.norm.weight"][3] = bad
     save_numpy(tensors, str(tmp_path / "model.safetensors"))
     ckpt = load_local(tmp_path, cfg)
     with pytest.raises(UserError, match="model.norm.weight.*float16 range"):
