@@ -213,6 +213,7 @@ def main() -> int:
         "backend": backend.name,
         "device": backend.device,
         "backend_version": backend.describe(),
+        "matmul": runner.machine.matmul_order(),
         "repeat": args.repeat,
         "emulated_ms": emulated_ms,
         "native_ms": native_ms,
@@ -234,6 +235,7 @@ def main() -> int:
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
           f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
     print(f"backend        {backend.describe()} (emulator); native transformers on the cpu")
+    print(f"matmul         {figures['matmul']}")
     print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat}; warm-up "
           f"passes {', '.join(f'{1e3 * s:.0f}' for s in warm)} ms)")

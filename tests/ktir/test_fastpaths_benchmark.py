@@ -44,6 +44,11 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     assert figures["peak_rss_bytes"] >= figures["emulator_peak_rss_bytes"] > 0
     assert figures["logits_finite"] is True
     assert (figures["mode"], figures["tokens"], figures["nodes"]) == ("decode", 1, 24)
+    from ktir_models.ktir.backends import seqmm
+
+    # which f32 summation order the emulated side used (it decides the last bits and the speed)
+    assert figures["matmul"].startswith("native" if seqmm.available() else "numpy (cpu) BLAS")
+    assert f"matmul         {figures['matmul']}" in done.stdout
 
 
 def test_forward_benchmark_rejects_fewer_than_five_passes():
