@@ -318,6 +318,7 @@ class Machine:
             backend = make_backend(backend, device)
         self.backend = backend
         self.native_matmul = _native_matmul(native_matmul, backend)
+        self._native_asked = native_matmul
         # run multi-core grids in lock step, batching steps that support it across cores
         # (compile.run_lockstep); False runs core after core (the plain plan)
         self.grid_batching = bool(grid_batching)
@@ -349,7 +350,12 @@ class Machine:
         """How this machine sums f16 x f16 matmuls (reports name it: it decides the last bits)."""
         if self.native_matmul:
             return "native f16 kernel (f32 sums, sequential over k)"
-        return f"{self.backend.describe()} BLAS on f32 copies (the library's summation order)"
+        blas = f"{self.backend.describe()} BLAS on f32 copies (the library's summation order)"
+        if self.backend.name != "numpy" or self._native_asked is False:
+            return blas
+        from .backends import seqmm
+
+        return f"{blas}; native kernel unavailable: {seqmm.unavailable_reason()}"
 
     def unit_bytes(self, dtype: np.dtype) -> int:
         return self._unit or np.dtype(dtype).itemsize

@@ -598,3 +598,26 @@ def test_buffer_all_finite_matches_numpy(dtype):
             buf = m.hbm.allocate_from(data.reshape(27, 37), name=f"b{where}")
             assert buf.all_finite() == bool(np.isfinite(data).all()), (value, where)
             m.hbm.free(buf)
+
+
+def test_matmul_order_names_the_order_and_why_not_native(monkeypatch):
+    """Machine(native_matmul=...) and the report line that names the f16 matmuls' summation
+    order: disabled on request, unavailable (with the reason), or required and missing (a
+    UserError, not a silent fallback)."""
+    from ktir_models.ktir.backends import seqmm
+
+    assert ktir.Machine(native_matmul=False).matmul_order().startswith("numpy (cpu) BLAS")
+    assert not ktir.Machine(native_matmul=False).native_matmul
+    monkeypatch.setenv("KTIR_MODELS_NATIVE", "0")
+    seqmm._reset()
+    try:
+        m = ktir.Machine()
+        assert not m.native_matmul
+        assert "native kernel unavailable: disabled by KTIR_MODELS_NATIVE=0" in m.matmul_order()
+        with pytest.raises(UserError, match="native matmul kernel is unavailable"):
+            ktir.Machine(native_matmul=True)
+    finally:
+        monkeypatch.delenv("KTIR_MODELS_NATIVE")
+        seqmm._reset()
+    if seqmm.available():
+        assert ktir.Machine().matmul_order().startswith("native f16 kernel")
