@@ -651,10 +651,23 @@ static int cpu_simd_level(void) {
 static int cpu_simd_level(void) { return 0; }
 #endif
 
-int seqmm_has_simd(void) { return cpu_simd_level() > 0; }
+/* CPUID traps to the hypervisor in a VM (microseconds): ask once. A race between two first
+ * callers only writes the same value twice. */
+static int cpu_level_cached = -1;
+
+static int cpu_level(void) {
+    int level = __atomic_load_n(&cpu_level_cached, __ATOMIC_RELAXED);
+    if (level < 0) {
+        level = cpu_simd_level();
+        __atomic_store_n(&cpu_level_cached, level, __ATOMIC_RELAXED);
+    }
+    return level;
+}
+
+int seqmm_has_simd(void) { return cpu_level() > 0; }
 /* the path a call runs with force = 0 (best), 1 (portable), 2 (at most AVX2): 0, 1 or 2 as above */
 int seqmm_simd_level(int force) {
-    int level = cpu_simd_level();
+    int level = cpu_level();
     if (force == 1) return 0;
     if (force == 2 && level > 1) return 1;
     return level;
