@@ -83,6 +83,21 @@ def _smollm2_dir(fixture: str = "smollm2-135m"):
     return corpus_path() / "scratchy" / fixture
 
 
+def bind_node(machine, node: dict, tensors: dict, inputs: dict) -> tuple[dict, dict]:
+    """A corpus node's arguments on ``machine``: its outputs allocated (f16, shape from
+    ``tensors``), its inputs placed from ``inputs`` (by tensor id). Returns the addresses and the
+    output buffers, both by argument name."""
+    addresses, outputs = {}, {}
+    for a in node["args"]:
+        if a["is_output"]:
+            buf = machine.hbm.allocate(tensors[a["tensor"]], "float16", name=a["name"])
+            outputs[a["name"]] = buf
+        else:
+            buf = machine.hbm.allocate_from(inputs[a["tensor"]], name=a["name"])
+        addresses[a["name"]] = buf.address
+    return addresses, outputs
+
+
 def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, native: bool,
               monkeypatch):
     from ktir_models.ktir.ops import scf
@@ -93,15 +108,7 @@ def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool,
         fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
         # plain: core after core, per-trip loop
         machine = ktir.Machine(grid_batching=batched, native_matmul=native)
-        addresses, outputs = {}, {}
-        for a in node["args"]:
-            rows, cols = tensors[a["tensor"]]
-            if a["is_output"]:
-                buf = machine.hbm.allocate((rows, cols), "float16", name=a["name"])
-                outputs[a["name"]] = buf
-            else:
-                buf = machine.hbm.allocate_from(inputs[a["tensor"]], name=a["name"])
-            addresses[a["name"]] = buf.address
+        addresses, outputs = bind_node(machine, node, tensors, inputs)
         machine.compile(fn).run(addresses)
         return {name: buf.read() for name, buf in outputs.items()}
 

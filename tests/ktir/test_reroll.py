@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from conftest import corpus_missing_reason, corpus_path
+from test_fastpaths import bind_node
 from test_machine import load, program, store, tile, view
 
 from ktir_models import ktir
@@ -166,14 +167,7 @@ def test_corpus_decode_attention_is_rerolled_bit_identically(fixture, index, hea
     outs = []
     for batched in (True, False):
         machine = ktir.Machine(grid_batching=batched, native_matmul=native_matmul)
-        addresses, outputs = {}, {}
-        for a in node["args"]:
-            if a["is_output"]:
-                outputs[a["name"]] = buf = machine.hbm.allocate(tensors[a["tensor"]], "float16",
-                                                                 name=a["name"])
-            else:
-                buf = machine.hbm.allocate_from(inputs[a["tensor"]], name=a["name"])
-            addresses[a["name"]] = buf.address
+        addresses, outputs = bind_node(machine, node, tensors, inputs)
         plan = machine.compile(fn)
         plan.run(addresses)
         plan.run(addresses)  # the second run rerolls (with grid_batching)

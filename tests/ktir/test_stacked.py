@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from conftest import corpus_missing_reason, corpus_path
+from test_fastpaths import bind_node
 from test_machine import load, program, store, tile, view
 
 from ktir_models import ktir
@@ -240,14 +241,7 @@ def test_a_single_core_is_not_stacked():
 def _node_outputs(directory, node, tensors, inputs, batched, native):
     fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
     machine = ktir.Machine(grid_batching=batched, native_matmul=native)
-    addresses, outputs = {}, {}
-    for a in node["args"]:
-        rows, cols = tensors[a["tensor"]]
-        if a["is_output"]:
-            outputs[a["name"]] = buf = machine.hbm.allocate((rows, cols), "float16", name=a["name"])
-        else:
-            buf = machine.hbm.allocate_from(inputs[a["tensor"]], name=a["name"])
-        addresses[a["name"]] = buf.address
+    addresses, outputs = bind_node(machine, node, tensors, inputs)
     plan = machine.compile(fn)
     plan.run(addresses)
     plan.run(addresses)  # the second run takes the cached placements and f32 copies

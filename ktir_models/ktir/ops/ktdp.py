@@ -254,7 +254,9 @@ def _tile_points(tile: Tile) -> np.ndarray:
     return pts
 
 
-def load_tile(tile: Tile) -> np.ndarray:
+def load_tile(tile: Tile, copy: bool = True) -> np.ndarray:
+    """The tile's values. ``copy=False`` (numpy arrays only) may return a read-only view of the
+    memory instead of a copy for a box tile; see :func:`load_view` for when that is safe."""
     view = tile.view
     if tile.points is None and isinstance(view, View):
         _box_check(view, tile.lo, tile.ext)
@@ -268,7 +270,11 @@ def load_tile(tile: Tile) -> np.ndarray:
                 raise FaultSignal(f"read of never-written HBM in region {region.name!r}")
         if tile.perm is not None:
             block = view.xp.transpose(block, tile.perm)
-        return view.xp.copy(block)
+        if copy:
+            return view.xp.copy(block)
+        block = block.view()
+        block.flags.writeable = False
+        return block
     pts = _tile_points(tile)
     return _gather(view, pts).reshape(tile.shape)
 
@@ -771,21 +777,8 @@ def load_view(tile: Tile) -> np.ndarray:
     """:func:`load_tile`'s values without the copy where that is possible: a read-only view of a
     box of a fully written HBM region (the same checks), else :func:`load_tile`. Callers make sure
     nothing writes those bytes while the view is used (:func:`_read_before_writes`)."""
-    view = tile.view
-    region = getattr(view, "region", None)
-    if tile.points is not None or region is None or region.mask is not None or \
-            not isinstance(view, View):
-        return load_tile(tile)
-    _box_check(view, tile.lo, tile.ext)
-    try:
-        block = _strided_block(view, tile.lo, tile.ext)
-    except _Spill:
-        return load_tile(tile)
-    if tile.perm is not None:
-        block = view.xp.transpose(block, tile.perm)
-    block = block.view()
-    block.flags.writeable = False
-    return block
+    region = getattr(tile.view, "region", None)
+    return load_tile(tile, copy=region is None or region.mask is not None)
 
 
 @register("ktdp.load")
