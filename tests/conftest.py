@@ -8,6 +8,7 @@ they looked at when it is absent; they never pass silently.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -41,6 +42,18 @@ def corpus_missing_reason() -> str | None:
         f"KTIR corpus not found at {root} (set KTIR_CORPUS to the folder holding scratchy/ and "
         "ktir-examples/)"
     )
+
+
+def scratchy_program(fixture: str) -> tuple[Path, list, dict]:
+    """A scratchy fixture's folder, its manifest's nodes and its tensor shapes by id; skips the
+    calling test when the corpus is absent."""
+    reason = corpus_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    directory = corpus_path() / "scratchy" / fixture
+    manifest = json.loads((directory / "manifest.json").read_text())
+    return directory, manifest["nodes"], {t["id"]: (t["rows"], t["cols"])
+                                          for t in manifest["tensors"]}
 
 
 @pytest.fixture(scope="session")

@@ -245,6 +245,7 @@ class _Compiled:
     steps: list
     template: list
     arg_slots: list[int]
+    slots: dict  # id(value) -> slot (the compile's), for tapes' static analysis
     stacked: object = None  # stacked.StackedPlan: the whole grid in one run, values stacked
     rerolled: object = None  # reroll.Rerolled: a single core's unrolled repeats side by side
 
@@ -269,6 +270,15 @@ class Plan:
         self._tier_from = None
         self._runs = 0
         self._contexts: list | None = None  # the stacked or rerolled run's core contexts
+        # tapes (tape.py): runs repeating the previous run's arguments replay the recorded data
+        # steps; only where every argument is an int (a hashable key) and nothing observes the
+        # steps one by one (checking mode, inter-tile exchanges, LX overflow faults)
+        self._tapeable = machine.tapes and self._all_int_args and not inter_tile and \
+            getattr(machine, "checks", None) is None and machine.backend.name == "numpy"
+        self._tape = None
+        self._last_key = None
+        self.replays = 0  # runs that replayed a tape
+        self._static: dict = {}  # kind -> tape.StaticInfo, built at the first recording
 
     def _bind(self, args) -> list:
         fn = self.fn
@@ -348,7 +358,7 @@ class Plan:
             if self._contexts is None:  # without inter-tile ops a core's context never changes
                 self._contexts = [CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
                                               machine, fn.name, None) for core in range(n)]
-            run_stacked(c.stacked, c.template, c.arg_slots, values, self._contexts)
+            self._run_stacked("stacked", c.stacked, c.template, c.arg_slots, values)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
         rr = c.rerolled
         if rr is not None and machine.grid_batching and rr.disjoint(values):
@@ -357,7 +367,7 @@ class Plan:
             if self._contexts is None:
                 self._contexts = [CoreContext(0, (0, 0, 0), machine, fn.name, None)] * rr.plan.C
             try:
-                run_stacked(rr.plan, rr.template, rr.arg_slots, values, self._contexts)
+                self._run_stacked("rerolled", rr.plan, rr.template, rr.arg_slots, values)
                 return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
             except EmulationFault:
                 pass  # rerun plainly (reroll.py: same bytes), which locates the fault exactly
@@ -375,10 +385,72 @@ class Plan:
                 _run_threads(c.steps, envs, exchange)
             elif n > 1 and machine.grid_batching and self._batchable:
                 run_lockstep(c.steps, envs)
+            elif n == 1:
+                self._run_taped("plain", c.steps, envs[0], values, run_steps, _run_one)
             else:
                 for env in envs:
                     run_steps(c.steps, env)
         return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
+
+    def _run_stacked(self, kind: str, splan, template: list, arg_slots: list, values: list):
+        """One stacked (or rerolled) run: the steps, or their tape (tape.py)."""
+        from .stacked import Contexts
+
+        senv = list(template)
+        senv[0] = Contexts(self._contexts)
+        for s, v in zip(arg_slots, values):
+            senv[s] = v
+        with np.errstate(all="ignore"):
+            self._run_taped(kind, splan.steps, senv, values, _run_all, _call)
+
+    def _run_taped(self, kind: str, steps: list, env: list, values: list, run_all, run_one):
+        """Run ``steps`` on ``env`` with ``run_all(steps, env)``, or replay this plan's tape for
+        these arguments, or record one when the arguments repeat the previous run's."""
+        if not self._tapeable:
+            run_all(steps, env)
+            return
+        key = (kind, tuple(values), self.machine.hbm.generation)
+        tape = self._tape
+        if tape is not None and tape.key == key:
+            self.replays += 1
+            run_all(tape.entries, env)
+            return
+        if self._last_key != key:
+            self._last_key = key
+            run_all(steps, env)
+            return
+        from .tape import Recorder
+
+        self._tape = None
+        recorder = Recorder(self._static_info(kind), run_one)
+        recorder.run(steps, env)
+        self._tape = recorder.tape(key)
+
+    def _static_info(self, kind: str):
+        info = self._static.get(kind)
+        if info is None:
+            from .tape import static_info
+
+            if kind == "rerolled":
+                rr = self._c.rerolled
+                info = static_info(self.fn, rr.slots, rr.ops)
+            else:
+                info = static_info(self.fn, self._c.slots)
+            self._static[kind] = info
+        return info
+
+
+def _run_one(step, env) -> None:
+    run_steps((step,), env)
+
+
+def _run_all(steps, env) -> None:
+    for step in steps:
+        step(env)
+
+
+def _call(step, env) -> None:
+    step(env)
 
 
 class _Exchange:
@@ -431,7 +503,8 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
     template = [None] * c.n_slots
     for s, v in c.consts.items():
         template[s] = c.xp.from_const(v)
-    plan = Plan(machine, fn, _Compiled(steps, template, arg_slots), peak, c.uses_inter_tile)
+    plan = Plan(machine, fn, _Compiled(steps, template, arg_slots, c.slots), peak,
+                c.uses_inter_tile)
     from .reroll import is_candidate
 
     if not faults and not c.uses_inter_tile and getattr(machine, "checks", None) is None and \

@@ -306,12 +306,15 @@ class Machine:
     :mod:`.backends.seqmm`, which reads f16 directly and sums in one fixed order (per element,
     sequentially over k) whatever the shapes or batching; ``None`` uses it when it could be built,
     ``False`` keeps f32 BLAS (whose summation order is OpenBLAS's), ``True`` requires it.
+
+    ``tapes``: a plan run repeatedly with the same arguments records its data steps once and then
+    replays them without recomputing addresses (:mod:`.tape`; same bytes); ``False`` turns it off.
     """
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
                  backend="numpy", device: str = "auto", grid_batching: bool = True,
-                 native_matmul: bool | None = None):
+                 native_matmul: bool | None = None, tapes: bool = True):
         if isinstance(backend, str):
             from .backends import make_backend
 
@@ -322,6 +325,9 @@ class Machine:
         # run multi-core grids in lock step, batching steps that support it across cores
         # (compile.run_lockstep); False runs core after core (the plain plan)
         self.grid_batching = bool(grid_batching)
+        # a plan run again with the same arguments replays its recorded data steps (tape.py);
+        # False always runs the steps
+        self.tapes = bool(tapes)
         if num_cores < 1 or num_cores > MAX_CORES:
             raise UserError(f"num_cores must be 1..{MAX_CORES}, got {num_cores}")
         if isinstance(address_unit, str):

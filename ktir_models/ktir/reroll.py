@@ -56,6 +56,8 @@ class Rerolled:
     template: list
     arg_slots: list[int]
     disjoint: object
+    slots: dict  # id(value) -> slot of the rerolled compile
+    ops: list  # the ops it runs: the prefix and the first group
 
 
 _REPR: dict = {}  # id(attribute object) -> (object, its repr); parsed attributes are shared
@@ -354,4 +356,4 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
             ok = seen[key] = disjoint_at(prints, values, machine.unit_bytes)
         return ok
 
-    return Rerolled(plan, template, arg_slots, disjoint)
+    return Rerolled(plan, template, arg_slots, disjoint, c.slots, prefix + first)

@@ -243,16 +243,24 @@ class _Builder:
 
         vary = self.vary
 
-        def step(senv):
-            try:
-                plain(senv)
-            except EmulationFault:
-                raise
-            except Exception:  # noqa: BLE001 - locate it; run_steps raises the EmulationFault
-                run_steps((plain,), CoreEnv(senv, 0, vary))
-                raise
+        def located(run):
+            def step(senv):
+                try:
+                    run(senv)
+                except EmulationFault:
+                    raise
+                except Exception:  # noqa: BLE001 - locate it; run_steps raises the EmulationFault
+                    run_steps((plain,), CoreEnv(senv, 0, vary))
+                    raise
+            return step
 
+        step = located(plain)
         step.op = op
+        if hasattr(plain, "specialize"):  # for tapes (tape.py)
+            def specialize(senv):
+                fast = plain.specialize(senv)
+                return None if fast is None else located(fast)
+            step.specialize = specialize
         return step
 
     def block(self, block) -> list:
@@ -293,6 +301,9 @@ class _Builder:
                 fallback[0](senv)
 
         step.op = op
+        for name in ("loop", "specialize"):  # for tapes (tape.py)
+            if hasattr(native, name):
+                setattr(step, name, getattr(native, name))
         return step
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .ir import Op, TensorType
 from .stacked import StackedTile, _Builder, _Fallback, lift, native
+from .tape import LoopShape
 
 _as_strided = np.lib.stride_tricks.as_strided
 
@@ -380,12 +381,45 @@ def _load(b, op, plain):
                 if h is not None:
                     del fcache[k]
                     machine.f32_cache_used -= h[2].nbytes
+            senv[ir] = remember(key, arr, region, st.view, hit)
+
+        def remember(key, arr, region, view_, hit):
             arr.flags.writeable = False
             if machine.f32_cache_used + arr.nbytes <= machine.f32_cache_bytes:
                 if hit is None:
                     machine.f32_cache_used += arr.nbytes
-                fcache[key] = (region.version, region, arr, st.view, hbm.generation)
-            senv[ir] = arr
+                machine.f32_cache[key] = (region.version, region, arr, view_, hbm.generation)
+            return arr
+
+        def specialize_f32(senv):
+            """For a tape: the placement and cache key resolved once; the f32 copy is reused
+            while the region is unchanged, widened again after a write."""
+            st = senv[it]
+            if type(st) is not StackedTile:
+                return None
+            region, view_ = st.view.region, st.view
+            if region is None or region.mask is not None:
+                return None
+            a = _access(cache, st, hbm)
+            block = _block(a, C, st.ext, False)
+            perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
+            nd, slices = view_.nd, a.slices
+            key = ("stacked", id(region), id(view_), st.key, st.ext, st.perm)
+            fcache = machine.f32_cache
+
+            def fast(senv):
+                hit = fcache.get(key)
+                if hit is not None and hit[0] == region.version and hit[1] is region and \
+                        hit[3] is view_ and hit[4] == hbm.generation:
+                    senv[ir] = hit[2]
+                    return
+                data = block if block is not None else np.stack([nd[s] for s in slices])
+                if perm is not None:
+                    data = data.transpose(perm)
+                senv[ir] = remember(key, data.astype(F32), region, view_, hit)
+            return fast
+
+        step.specialize = specialize_f32
         return step
 
     def step(senv):
@@ -395,6 +429,34 @@ def _load(b, op, plain):
         data, _ = values(st)
         senv[ir] = data if view else np.array(data, copy=True)
 
+    def specialize(senv):
+        """For a tape: the placement resolved once (a region without a written-mask never gets
+        one back); the values are still read on every replay."""
+        st = senv[it]
+        if type(st) is not StackedTile:
+            return None
+        region = st.view.region
+        if region is None or region.mask is not None:
+            return None
+        a = _access(cache, st, hbm)
+        block = _block(a, C, st.ext, False)
+        perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
+        if block is None:
+            nd, slices = st.view.nd, a.slices
+
+            def fast(senv):
+                data = np.stack([nd[s] for s in slices])
+                if perm is not None:
+                    data = data.transpose(perm)
+                senv[ir] = data if view else np.array(data, copy=True)
+            return fast
+        if perm is not None:
+            block = block.transpose(perm)
+        if view:
+            return lambda senv: senv.__setitem__(ir, block)
+        return lambda senv: senv.__setitem__(ir, np.array(block, copy=True))
+
+    step.specialize = specialize
     return step
 
 
@@ -412,17 +474,20 @@ def _store(b, op, plain):
     cache: dict = {}
     value_varies = b.varies(value)
 
-    def step(senv):
+    def placement(senv):
+        """(tile, region, access, one strided block of all boxes or None)"""
         st = senv[it]
         if type(st) is not StackedTile:
             raise _Fallback
-        view = st.view
-        region = view.region
+        region = st.view.region
         if region is None or region.mask is not None or not region.writable:
             raise _Fallback
         a = _access(cache, st, hbm)
         if a.disjoint is None:
             a.disjoint = _disjoint(a)
+        return st, region, a, (_block(a, C, st.ext, True) if a.disjoint else None)
+
+    def write(senv, st, region, a, block):
         v = senv[iv]
         if not value_varies:
             v = np.broadcast_to(np.asarray(v), (C,) + tuple(np.shape(v)))
@@ -430,15 +495,27 @@ def _store(b, op, plain):
             inv = np.argsort(st.perm)
             v = np.asarray(v).transpose((0,) + tuple(int(p) + 1 for p in inv))
         v = np.asarray(v).reshape((C,) + tuple(st.ext))
-        block = _block(a, C, st.ext, True) if a.disjoint else None
         if block is None:  # core after core: where boxes overlap, the last core's bytes stay
-            nd = view.nd
+            nd = st.view.nd
             for k, s in enumerate(a.slices):
                 nd[s] = v[k]
         else:
             block[...] = v
         region.version += 1
 
+    def step(senv):
+        write(senv, *placement(senv))
+
+    def specialize(senv):
+        """For a tape: the placement resolved once (a region without a written-mask never gets
+        one back, and writability does not change)."""
+        try:
+            where = placement(senv)
+        except _Fallback:
+            return None
+        return lambda senv: write(senv, *where)
+
+    step.specialize = specialize
     return step
 
 
@@ -460,34 +537,52 @@ def _for(b, op, plain):
     bounds_vary = b.varies(lb) or b.varies(ub) or b.varies(st)
 
     def trips(senv):
+        """The induction variable's values (ints, or [C] arrays when the bounds vary)."""
         lo, hi, s = senv[ilb], senv[iub], senv[ist]
         if not bounds_vary:
             if s <= 0:
                 raise _Fallback
-            return lo, s, len(range(lo, hi, s))
+            return [lo + k * s for k in range(len(range(lo, hi, s)))]
         # per-core arrays and scalars mix by broadcasting (no broadcast_arrays: ~30 us a call)
         if (np.asarray(s) <= 0).any():
             raise _Fallback
         counts = np.maximum(0, -((np.asarray(lo, np.int64) - hi) // s)).reshape(-1)
         if (counts != counts[0]).any():
             raise _Fallback  # cores run different trip counts
-        return lo, s, int(counts[0])
+        return [lo + k * s for k in range(int(counts[0]))]
+
+    lifted: dict = {}  # position -> (uniform tensor, its broadcast): loop inits are constants
+
+    def lift_at(k, v, t):
+        hit = lifted.get(k)
+        if hit is not None and hit[0] is v:
+            return hit[1]
+        out = lift(v, t, C)
+        if isinstance(t, TensorType):  # a read-only broadcast view of v (values are immutable)
+            lifted[k] = (v, out)
+        return out
+
+    def carry(senv, dst, src):
+        """Carried values from ``src`` ((slot, varies) pairs) into slots ``dst``, uniform ones
+        broadcast where the carried value varies."""
+        accs = [senv[k] if vk or not va else lift_at(j, senv[k], t)
+                for j, ((k, vk), (_, t, va)) in enumerate(zip(src, carried))]
+        for d, a in zip(dst, accs):
+            senv[d] = a
+
+    slots = [k for k, _, _ in carried]
 
     def step(senv):
-        lo, s, n = trips(senv)
-        accs = [senv[k] if vk or not va else lift(senv[k], t, C)
-                for (k, vk), (_, t, va) in zip(inits, carried)]
-        for k in range(n):
-            senv[iv] = lo + k * s
-            for (slot, _, _), a in zip(carried, accs):
-                senv[slot] = a
+        src = inits
+        for i in trips(senv):
+            carry(senv, slots, src)
+            senv[iv] = i
             for step_ in body:
                 step_(senv)
-            accs = [senv[y] if vy or not va else lift(senv[y], t, C)
-                    for (y, vy), (_, t, va) in zip(ys, carried)]
-        for r, a in zip(results, accs):
-            senv[r] = a
+            src = ys
+        carry(senv, results, src)
 
     # a fault inside the body is raised, located, by the body's own steps; only the trip check
     # sends the whole loop core by core, before anything ran
+    step.loop = LoopShape(ilb, iub, ist, iv, body, slots, inits, ys, results, carry, trips)
     return step

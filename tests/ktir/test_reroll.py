@@ -3,11 +3,10 @@ and only where the groups are isomorphic and independent."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
-from conftest import corpus_missing_reason, corpus_path
+from conftest import scratchy_program
 from test_fastpaths import bind_node
 from test_machine import load, program, store, tile, view
 
@@ -152,13 +151,8 @@ def test_a_fault_in_a_later_group_is_located_as_in_the_plain_run():
 @pytest.mark.parametrize("fixture,index,heads", [("smollm2-135m", 6, 9), ("llama-3.2-1b", 6, 32)])
 def test_corpus_decode_attention_is_rerolled_bit_identically(fixture, index, heads,
                                                             native_matmul):
-    reason = corpus_missing_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    directory = corpus_path() / "scratchy" / fixture
-    manifest = json.loads((directory / "manifest.json").read_text())
-    tensors = {t["id"]: (t["rows"], t["cols"]) for t in manifest["tensors"]}
-    node = manifest["nodes"][index]
+    directory, nodes, tensors = scratchy_program(fixture)
+    node = nodes[index]
     fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
     rep = find_repeats(fn)
     assert rep is not None and rep.count == heads

@@ -279,6 +279,28 @@ def load_tile(tile: Tile, copy: bool = True) -> np.ndarray:
     return _gather(view, pts).reshape(tile.shape)
 
 
+def fixed_block(tile: Tile, write: bool = False):
+    """The tile's memory as one numpy view that every later access through an equal tile may use
+    without its checks (for tapes, tape.py), or None: a box tile of a memory-backed view whose
+    region has no written-mask (a region drops its mask once fully written and never gets one
+    back; LX has none) and, for a store, is writable. Raises the access's fault as
+    :func:`load_tile` / :func:`store_tile` would."""
+    view = tile.view
+    if tile.points is not None or type(view) is not View or view.xp.name != "numpy":
+        return None
+    region = view.region
+    if region is not None and (region.mask is not None or (write and not region.writable)):
+        return None
+    _box_check(view, tile.lo, tile.ext)
+    try:
+        block = _strided_block(view, tile.lo, tile.ext)
+    except _Spill:
+        return None
+    if tile.perm is not None:
+        block = block.transpose(tile.perm)
+    return block
+
+
 class _Spill(Exception):
     """The access leaves the view's base region: resolve element by element across regions."""
 
@@ -786,27 +808,40 @@ def build_load(c, op):
     it = c.slot(op.operands[0])
     ir = c.slot(op.result)
     rt = op.result.type
+    as_view = False
     if feeds_native_matmuls(c, op.result):
         load = load_tile
         if _read_before_writes(c, op):
             c.view_loads.add(id(op))
             load = load_view
+            as_view = True
 
         def step(env):
             env[ir] = load(env[it])
 
-        return step
-    if _only_matmul_users(c, op.result) and rt.elem in ("f16", "bf16"):
+    elif _only_matmul_users(c, op.result) and rt.elem in ("f16", "bf16"):
         machine = c.machine
 
         def step(env):
             env[ir] = load_f32(machine, env[it])
 
-        return step
+        return step  # its f32 copies are cached per tile already
+    else:
+        def step(env):
+            env[ir] = load_tile(env[it])
 
-    def step(env):
-        env[ir] = load_tile(env[it])
+    def specialize(env):
+        tile = env[it]
+        block = fixed_block(tile)
+        if block is None:
+            return None
+        if as_view and tile.view.region is not None:  # as load_view: LX boxes are copied
+            block = block.view()
+            block.flags.writeable = False
+            return lambda env: env.__setitem__(ir, block)
+        return lambda env: env.__setitem__(ir, block.copy())
 
+    step.specialize = specialize
     return step
 
 
@@ -817,6 +852,20 @@ def build_store(c, op):
     def step(env):
         store_tile(env[it], env[iv])
 
+    def specialize(env):
+        tile = env[it]
+        block = fixed_block(tile, write=True)
+        if block is None:
+            return None
+        region = tile.view.region
+
+        def fast(env):
+            block[...] = env[iv]
+            if region is not None:
+                region.version += 1
+        return fast
+
+    step.specialize = specialize
     return step
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tape import LoopShape
 from . import register
 
 
 @register("scf.for")
 def build_for(c, op):
-    from ..compile import run_steps
-
     lb, ub, st = op.groups["bounds"]
     inits = op.groups["inits"]
     block = op.regions[0].block
@@ -27,15 +26,34 @@ def build_for(c, op):
         else []
     results = [c.slot(v) for v in op.results]
     n = len(carried)
+    shape = LoopShape(ilb, iub, ist, iv, body, carried, init_slots, yields, results, _carry,
+                      lambda env: _trip_ivs(env[ilb], env[iub], env[ist]))
+    step = _plain_for(ilb, iub, ist, iv, body, carried, init_slots, yields, results, n)
+    step.loop = shape
+    return step
+
+
+def _carry(env, dst: list, src: list) -> None:
+    """Loop-carried values from slots ``src`` into slots ``dst`` (all read before any write)."""
+    vals = [env[k] for k in src]
+    for k, v in zip(dst, vals):
+        env[k] = v
+
+
+def _trip_ivs(lo, hi, s):
+    if s <= 0:
+        from ..errors import FaultSignal
+
+        raise FaultSignal(f"scf.for step must be positive, got {s}")
+    return range(lo, hi, s)
+
+
+def _plain_for(ilb, iub, ist, iv, body, carried, init_slots, yields, results, n):
+    from ..compile import run_steps
 
     if n == 0:
         def step(env):
-            s = env[ist]
-            if s <= 0:
-                from ..errors import FaultSignal
-
-                raise FaultSignal(f"scf.for step must be positive, got {s}")
-            for i in range(env[ilb], env[iub], s):
+            for i in _trip_ivs(env[ilb], env[iub], env[ist]):
                 env[iv] = i
                 run_steps(body, env)
         return step
@@ -44,13 +62,8 @@ def build_for(c, op):
         (ca,), (ys,), (rs,), (ins,) = carried, yields, results, init_slots
 
         def step(env):
-            s = env[ist]
-            if s <= 0:
-                from ..errors import FaultSignal
-
-                raise FaultSignal(f"scf.for step must be positive, got {s}")
             acc = env[ins]
-            for i in range(env[ilb], env[iub], s):
+            for i in _trip_ivs(env[ilb], env[iub], env[ist]):
                 env[iv] = i
                 env[ca] = acc
                 run_steps(body, env)
@@ -59,13 +72,8 @@ def build_for(c, op):
         return step
 
     def step(env):
-        s = env[ist]
-        if s <= 0:
-            from ..errors import FaultSignal
-
-            raise FaultSignal(f"scf.for step must be positive, got {s}")
         accs = [env[k] for k in init_slots]
-        for i in range(env[ilb], env[iub], s):
+        for i in _trip_ivs(env[ilb], env[iub], env[ist]):
             env[iv] = i
             for k, a in zip(carried, accs):
                 env[k] = a
