@@ -8,8 +8,8 @@
 
 Without ``--program`` our own emitted program for MODEL is used (``--mode``/``--tokens``/``--past``
 choose it). Both sides run the same weights (synthetic by default) and the same golden-convention
-tokens. After warm-up passes (the emulator: ``--warmup``, default 2, since plans build their batched
-forms at their second run; native: one), every pass is timed and the median of ``--repeat`` (>= 5)
+tokens. After warm-up passes (the emulator: ``--warmup``, default 3, since plans build their batched
+forms at their second run and record their tapes at their third; native: one), every pass is timed and the median of ``--repeat`` (>= 5)
 passes is reported:
 
 * emulated: ``Runner.run`` of the model layer (weights resident in HBM, plans compiled, inputs
@@ -69,7 +69,8 @@ def resolve_program(spec, program: str | None, mode: str | None, tokens: int | N
 def time_passes(fn, repeat: int, warmup: int = 1, warm: list | None = None) -> list[float]:
     """``repeat`` timed calls of ``fn`` after ``warmup`` untimed ones (their seconds go to
     ``warm``): the first pass fills caches (f32 weight copies, torch kernels), the second builds
-    the plans' batched forms (stacked grids, rerolled repeats: docs/emulator.md)."""
+    the plans' batched forms (stacked grids, rerolled repeats: docs/emulator.md), the third
+    records their tapes."""
     for _ in range(warmup):
         start = time.perf_counter()
         fn()
@@ -133,8 +134,8 @@ def main() -> int:
     parser.add_argument("--weights", default="synthetic", help="synthetic (default), hub, or a checkpoint dir")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per side (median; >= 5)")
-    parser.add_argument("--warmup", type=int, default=2,
-                        help="untimed emulated passes first (default 2: caches, then batched forms)")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="untimed emulated passes first (default 3: caches, batched forms, tapes)")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
     parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
     parser.add_argument("--device", default="auto",

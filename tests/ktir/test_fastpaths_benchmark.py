@@ -35,7 +35,7 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
                 "native_1thread_ms", "ratio_1thread"):
         assert isinstance(figures[key], float | int) and figures[key] > 0, key
     assert len(figures["emulated_all_ms"]) == len(figures["native_all_ms"]) == 5
-    assert len(figures["emulated_warmup_ms"]) == 2  # caches, then the plans' batched forms
+    assert len(figures["emulated_warmup_ms"]) == 3  # caches, the plans' batched forms, tapes
     assert figures["emulated_ms"] == pytest.approx(statistics.median(figures["emulated_all_ms"]))
     assert figures["native_ms"] == pytest.approx(statistics.median(figures["native_all_ms"]))
     assert figures["ratio"] == pytest.approx(figures["emulated_ms"] / figures["native_ms"])
