@@ -403,6 +403,29 @@ def test_kernel_weight_split_over_cores(path):
                                acc_dtype=F16), want)
 
 
+@needs_native
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_kernel_items_claimed_by_threads(path, transpose_b):
+    """Many work items (several cores, column tails) handed out to 1-4 threads one at a time,
+    each thread prefetching the next item it claimed: weight rows with gaps between them (a
+    view of every other row / a column slice), so an item's block is not one contiguous run."""
+    rng = np.random.default_rng(13)
+    C, M, N, trips, kb = 5, 1, 300, 3, 40
+    K = trips * kb
+    kw = dict(trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F32)
+    a = rng.standard_normal((1, M, K)).astype(F16)
+    if transpose_b:
+        store = rng.standard_normal((C, 2 * N, K + 24)).astype(F16)
+        b = store[:, ::2, 8:8 + K]                 # rows 2 (K + 24) values apart
+    else:
+        store = rng.standard_normal((C, K, N + 100)).astype(F16)
+        b = store[:, :, 50:50 + N]                 # k rows (N + 100) values apart
+    acc = accumulator(rng, C, M, N, F32)
+    want = seqmm.kloop_reference(np.broadcast_to(a, (C, M, K)), b, acc, **kw)
+    for threads in (1, 2, 3, 4):
+        assert_same_bits(seqmm.kloop(a, b, acc, threads=threads, **kw), want)
+
+
 # ---------------------------------------------------------------- the portable conversions
 
 def _conversions():

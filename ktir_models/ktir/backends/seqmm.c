@@ -11,15 +11,17 @@
  * and threads only choose WHICH elements are computed together, never the order within one.
  *
  * Structure: the output is cut into work items (c, chunk of columns: wide for nn, narrow for nt);
- * threads take contiguous ranges of items. Per item, K is walked in slabs of KS k's (16; 32 on
- * the AVX-512 path). The slab's f16 weights are read in place (nn) or transposed into an f16
- * buffer (nt, b = [C, N, K]): AVX2, 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k
+ * threads claim items one at a time from a shared counter (a late or slow thread takes fewer).
+ * Per item, K is walked in slabs of KS k's (16; 32 on the AVX-512 path). The slab's f16
+ * weights are read in place (nn) or transposed into an f16 buffer (nt, b = [C, N, K]): AVX2,
+ * 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k
  * at a time into 16-column panels (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows)
  * the slab is widened to f32 once and reused by every row. A register-blocked micro-kernel runs
  * a tile of rows x columns over the slab's k's, closing a trip (round the partial, chain it into
  * r) whenever a trip boundary is crossed; a partial that spans slabs waits in an f32 buffer s.
- * The weights, which stream from memory (decode is bandwidth bound), are prefetched a few slabs
- * ahead.
+ * The weights, which stream from memory (decode is bandwidth bound), are prefetched twice: a few
+ * slabs ahead in the kernel's order, and the thread's next item whole, in address order, spread
+ * over the current item's slabs (into L2; see ahead_t).
  *
  * Cost of nt (every GEMM of the real programs): the transposes are shuffle-port bound. AVX2
  * spends 24 in-lane unpacks per 128 weights plus 16-byte stores; AVX-512 spends 24 unpacks and
@@ -72,6 +74,20 @@
 #endif
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T0
+#endif
+#ifndef PF_AHEAD
+#define PF_AHEAD 1     /* prefetch the next work item's weights in address order (see ahead_t) */
+#endif
+#ifndef PF_AHEAD_STEP
+#define PF_AHEAD_STEP 64
+#endif
+#ifndef PF_AHEAD_LOCALITY
+#define PF_AHEAD_LOCALITY 1  /* __builtin_prefetch locality: 1 = into L2 (x86 PREFETCHT2) */
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH_AHEAD(p) __builtin_prefetch((p), 0, PF_AHEAD_LOCALITY)
+#else
+#define PREFETCH_AHEAD(p) ((void)(p))
 #endif
 /* (NC_NN, NC_NT, PF_SLABS, PF_HINT: measured on the 2-core dev machine; -D overrides for tuning) */
 #define MR_MAX 6       /* rows per micro-kernel tile */
@@ -135,7 +151,56 @@ typedef struct {
     ptrdiff_t C, M, N, K, trips, kb;
     int nt, part16, acc16, acc_given, simd;
     ptrdiff_t nc, ncp, chunks;               /* item width, padded width, items per c */
+    ptrdiff_t items;                         /* C * chunks */
+    ptrdiff_t *claimed;                      /* items handed out so far (atomic; see run_part) */
 } job_t;
+
+/* An item's weights as rows of seg bytes, stride bytes apart: nt, its nb rows of b (K values
+   each); nn, the K rows' runs of nb columns. */
+typedef struct {
+    const char *base;
+    ptrdiff_t rows, seg, stride;
+} block_t;
+
+static block_t item_block(const job_t *j, ptrdiff_t item) {
+    ptrdiff_t c = item / j->chunks, n0 = (item % j->chunks) * j->nc;
+    ptrdiff_t nb = j->N - n0 < j->nc ? j->N - n0 : j->nc;
+    const uint16_t *bc = j->b + c * j->sbc;
+    block_t blk;
+    blk.stride = (ptrdiff_t)sizeof(uint16_t) * j->sbo;
+    if (j->nt) { blk.base = (const char *)(bc + n0 * j->sbo); blk.rows = nb; blk.seg = 2 * j->K; }
+    else { blk.base = (const char *)(bc + n0); blk.rows = j->K; blk.seg = 2 * nb; }
+    return blk;
+}
+
+/* The next item's weights are prefetched into L2 in address order, a share per slab of the
+   current item, so that memory streams while the current item computes. The slab prefetch
+   alone (a few slabs ahead, in the kernel's order: one line from each of 64-128 rows) leaves
+   the memory idle between its bursts and is LFB-bound; address order also lets the hardware
+   streamer run ahead. */
+typedef struct {
+    block_t blk;
+    ptrdiff_t row, off;       /* the next line to fetch */
+    ptrdiff_t per_step;       /* lines per ahead_step */
+} ahead_t;
+
+/* steps: how many times ahead_step runs during the current item */
+static inline void ahead_start(const job_t *j, ahead_t *ah, ptrdiff_t next, ptrdiff_t steps) {
+    ah->row = ah->off = 0;
+    if (next < 0) { ah->blk.rows = 0; ah->per_step = 0; return; }
+    ah->blk = item_block(j, next);
+    ptrdiff_t lines = ah->blk.rows * ((ah->blk.seg + PF_AHEAD_STEP - 1) / PF_AHEAD_STEP + 1);
+    ah->per_step = (lines + steps - 1) / steps;
+}
+
+static inline void ahead_step(ahead_t *ah) {
+    for (ptrdiff_t i = 0; i < ah->per_step && ah->row < ah->blk.rows; i++) {
+        const char *rp = ah->blk.base + ah->row * ah->blk.stride;
+        PREFETCH_AHEAD(rp + (ah->off < ah->blk.seg ? ah->off : ah->blk.seg - 1));
+        if (ah->off >= ah->blk.seg) { ah->off = 0; ah->row++; }  /* the row's last byte taken */
+        else ah->off += PF_AHEAD_STEP;
+    }
+}
 
 typedef struct {
     float *a32;    /* [M][K] the current c's a, in f32 */
@@ -144,6 +209,7 @@ typedef struct {
     float *s;      /* [M][ncp] partials that span slabs */
     float *r;      /* [M][ncp] the chained accumulator (values of acc dtype, or the first partial) */
     ptrdiff_t cur_c;
+    ahead_t ah;    /* the next item's prefetch */
 } scratch_t;
 
 static void convert_a(const job_t *j, scratch_t *w, ptrdiff_t c) {
@@ -472,6 +538,7 @@ SIMD512_FN static void slab16_nt512(const job_t *j, scratch_t *w, const uint16_t
         const uint16_t *src = nr > 0 ? bc + (n0 + g) * sbo + k0 : bc;
         if (ks == KS512 && nr == 16) transpose16x32(src, sbo, panel);
         else transpose16x32_part(src, sbo, panel, nr > 0 ? (int)nr : 0, (int)ks);
+        ahead_step(&w->ah);
     }
 }
 
@@ -675,25 +742,29 @@ int seqmm_simd_level(int force) {
 
 /* ---------------------------------------------------------------- work items and threads */
 
-static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item) {
+/* one work item; next: the item this thread runs after it (-1: none) */
+static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t next) {
     ptrdiff_t c = item / j->chunks, n0 = (item % j->chunks) * j->nc;
     ptrdiff_t nb = j->N - n0 < j->nc ? j->N - n0 : j->nc;
     ptrdiff_t nbp = (nb + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;
     const uint16_t *bc = j->b + c * j->sbc;
 #if SEQMM_X86
     if (j->simd) {
+        ptrdiff_t ks = j->simd == 2 ? KS512 : KS, slabs = (j->K + ks - 1) / ks;
+        /* steps: one per slab, or one per 16-column panel of an AVX-512 nt slab */
+        ahead_start(j, &w->ah, PF_AHEAD ? next : -1, j->simd == 2 && j->nt ? slabs * (nbp / 16) : slabs);
         convert_a_simd(j, w, c);
         if (j->acc_given) load_r(j, w, c, n0, nb);
-        if (j->simd == 2)
-            for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS512)
-                slab_simd512(j, w, bc, k0, j->K - k0 < KS512 ? j->K - k0 : KS512, n0, nb, nbp);
-        else
-            for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS)
-                slab_simd(j, w, bc, k0, j->K - k0 < KS ? j->K - k0 : KS, n0, nb, nbp);
+        for (ptrdiff_t k0 = 0; k0 < j->K; k0 += ks) {
+            if (!(j->simd == 2 && j->nt)) ahead_step(&w->ah);
+            if (j->simd == 2) slab_simd512(j, w, bc, k0, j->K - k0 < ks ? j->K - k0 : ks, n0, nb, nbp);
+            else slab_simd(j, w, bc, k0, j->K - k0 < ks ? j->K - k0 : ks, n0, nb, nbp);
+        }
         store_out_simd(j, w, c, n0, nb);
         return;
     }
 #endif
+    (void)next;
     convert_a(j, w, c);
     if (j->acc_given) load_r(j, w, c, n0, nb);
     for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS) {
@@ -704,15 +775,25 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item) {
     store_out(j, w, c, n0, nb);
 }
 
+/* One thread's share of a job. Items are handed out one at a time from the job's counter, so a
+ * thread that starts late (a sleeping pool worker takes ~5-25 us to wake in a VM, more when the
+ * host is busy) or runs slower simply takes fewer items; which thread runs an item never changes
+ * its bits. Each thread claims its next item before running the current one, so that it can
+ * prefetch that item's weights while it computes (see ahead_t). */
 typedef struct {
     const job_t *job;
-    ptrdiff_t lo, hi;
-    int failed;
+    int active;    /* 0: a pool worker beyond the call's thread count, takes no items */
+    int failed;    /* its scratch could not be allocated (it took no items) */
 } part_t;
+
+static ptrdiff_t claim_item(const job_t *j) {
+    return __atomic_fetch_add(j->claimed, 1, __ATOMIC_RELAXED);
+}
 
 static void *run_part(void *arg) {
     part_t *p = (part_t *)arg;
     const job_t *j = p->job;
+    if (!p->active) return NULL;
 #if SEQMM_X86
     /* the definition needs IEEE arithmetic: no flush-to-zero, no denormals-are-zero, nearest */
     unsigned int csr = _mm_getcsr();
@@ -728,7 +809,10 @@ static void *run_part(void *arg) {
     w.cur_c = -1;
     if (!w.a32 || !w.slab || !w.slab16 || !w.s || !w.r) p->failed = 1;
     else
-        for (ptrdiff_t it = p->lo; it < p->hi; it++) run_item(j, &w, it);
+        for (ptrdiff_t it = claim_item(j), next; it < j->items; it = next) {
+            next = claim_item(j);
+            run_item(j, &w, it, next < j->items ? next : -1);
+        }
     free(w.a32); free(w.slab); free(w.slab16); free(w.s); free(w.r);
 #if SEQMM_X86
     _mm_setcsr(csr);
@@ -813,13 +897,13 @@ static int pool_run(part_t *parts, int n) {
         if (!ok) break;
         pool_size++;
     }
-    /* Every worker takes part in every job (idle ones get an empty part): the caller waits for
+    /* Every worker takes part in every job (idle ones get an inactive part): the caller waits for
      * all of them, so no worker can still be looking at an older job when the next one is
      * published (a worker left out of one job could otherwise read the next job's fields under
      * the old generation and run its part twice). parts[] has room for MAX_THREADS. */
     for (int i = n; i <= pool_size; i++) {
         parts[i].job = parts[0].job;
-        parts[i].lo = parts[i].hi = 0;
+        parts[i].active = 0;
         parts[i].failed = 0;
     }
     int pooled = pool_size + 1;               /* parts [1, pooled) run on workers */
@@ -885,19 +969,21 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.nc = (j.nc + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;  /* only an item at the end of N has a tail */
     j.chunks = (N + j.nc - 1) / j.nc;
     j.ncp = (j.nc + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;
-    ptrdiff_t items = C * j.chunks;
-    if (threads > items) threads = (int)items;
+    ptrdiff_t claimed = 0;
+    j.items = C * j.chunks;
+    j.claimed = &claimed;
+    if (threads > j.items) threads = (int)j.items;
 
     part_t parts[MAX_THREADS];
     for (int i = 0; i < threads; i++) {
         parts[i].job = &j;
-        parts[i].lo = items * i / threads;
-        parts[i].hi = items * (i + 1) / threads;
+        parts[i].active = 1;
         parts[i].failed = 0;
     }
     if (threads == 1) run_part(&parts[0]);
     else if (pool_run(parts, threads) != 0) spawn_run(parts, threads);
-    for (int i = 0; i < threads; i++)
-        if (parts[i].failed) return 1;
-    return 0;
+    /* a thread without scratch takes no items; the others run them all, unless none could */
+    int ok = 0;
+    for (int i = 0; i < threads; i++) ok |= !parts[i].failed;
+    return ok ? 0 : 1;
 }
