@@ -443,11 +443,11 @@ def _load(b, op, plain):
         perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
         if block is None:
             nd, slices = st.view.nd, a.slices
+            if perm is None:  # the stack is a fresh C-contiguous copy already
+                return lambda senv: senv.__setitem__(ir, np.stack([nd[s] for s in slices]))
 
             def fast(senv):
-                data = np.stack([nd[s] for s in slices])
-                if perm is not None:
-                    data = data.transpose(perm)
+                data = np.stack([nd[s] for s in slices]).transpose(perm)
                 senv[ir] = data if view else np.array(data, copy=True)
             return fast
         if perm is not None:
