@@ -341,6 +341,24 @@ def test_kernel_pool_with_changing_thread_counts():
 
 
 @needs_native
+def test_kernel_pool_workers_that_wake_late():
+    """Calls spaced so that pool workers fall asleep between them: a worker that wakes after the
+    caller has run every item must neither delay nor disturb that call or the next one (it finds
+    the job closed); either way each call returns the reference bits."""
+    import time
+    rng = np.random.default_rng(14)
+    cases = []
+    for C, N in [(3, 64), (1, 130), (5, 33)]:
+        a, b = operands(rng, C, 1, N, 2, 48, True)
+        kw = dict(trips=2, kb=48, transpose_b=True, part_dtype=F16, acc_dtype=F32)
+        cases.append((a, b, kw, seqmm.kloop_reference(a, b, None, **kw)))
+    for i in range(60):
+        a, b, kw, want = cases[i % len(cases)]
+        assert_same_bits(seqmm.kloop(a, b, None, threads=2 + i % 3, **kw), want)
+        time.sleep((i % 4) * 0.0004)
+
+
+@needs_native
 def test_kernel_concurrent_callers():
     from concurrent.futures import ThreadPoolExecutor
     rng = np.random.default_rng(9)

@@ -69,6 +69,9 @@
 #define NC_NT_WIDE 128  /* nt on the AVX-512 path where the weight rows spread over the L1 sets */
 #endif
 #define NC_ALIGN 32    /* slab/tile columns are padded to this many (micro-kernel strip widths) */
+#ifndef MIN_ITEMS
+#define MIN_ITEMS 4    /* with threads > 1, items per thread the columns are split for (see seqmm_kloop) */
+#endif
 #ifndef PF_SLABS
 #define PF_SLABS 2     /* how many slabs ahead the weights are prefetched */
 #endif
@@ -153,6 +156,7 @@ typedef struct {
     ptrdiff_t nc, ncp, chunks;               /* item width, padded width, items per c */
     ptrdiff_t items;                         /* C * chunks */
     ptrdiff_t *claimed;                      /* items handed out so far (atomic; see run_part) */
+    ptrdiff_t *finished;                     /* items run so far (atomic) */
 } job_t;
 
 /* An item's weights as rows of seg bytes, stride bytes apart: nt, its nb rows of b (K values
@@ -782,8 +786,6 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t nex
  * prefetch that item's weights while it computes (see ahead_t). */
 typedef struct {
     const job_t *job;
-    int active;    /* 0: a pool worker beyond the call's thread count, takes no items */
-    int failed;    /* its scratch could not be allocated (it took no items) */
 } part_t;
 
 static ptrdiff_t claim_item(const job_t *j) {
@@ -793,7 +795,6 @@ static ptrdiff_t claim_item(const job_t *j) {
 static void *run_part(void *arg) {
     part_t *p = (part_t *)arg;
     const job_t *j = p->job;
-    if (!p->active) return NULL;
 #if SEQMM_X86
     /* the definition needs IEEE arithmetic: no flush-to-zero, no denormals-are-zero, nearest */
     unsigned int csr = _mm_getcsr();
@@ -807,12 +808,13 @@ static void *run_part(void *arg) {
     w.s = malloc(fl * (size_t)(j->M * j->ncp));
     w.r = malloc(fl * (size_t)(j->M * j->ncp));
     w.cur_c = -1;
-    if (!w.a32 || !w.slab || !w.slab16 || !w.s || !w.r) p->failed = 1;
-    else
-        for (ptrdiff_t it = claim_item(j), next; it < j->items; it = next) {
+    ptrdiff_t ran = 0;
+    if (w.a32 && w.slab && w.slab16 && w.s && w.r)   /* else: no scratch, no claims (others run them) */
+        for (ptrdiff_t it = claim_item(j), next; it < j->items; it = next, ran++) {
             next = claim_item(j);
             run_item(j, &w, it, next < j->items ? next : -1);
         }
+    __atomic_fetch_add(j->finished, ran, __ATOMIC_RELAXED);
     free(w.a32); free(w.slab); free(w.slab16); free(w.s); free(w.r);
 #if SEQMM_X86
     _mm_setcsr(csr);
@@ -826,10 +828,22 @@ static void *run_part(void *arg) {
  * Starting a thread costs tens of microseconds, as much as a decode GEMV's share, so workers are
  * started once and kept. After a job a worker spins briefly (calls come back to back in a forward
  * pass), then sleeps on a condition variable. One caller uses the pool at a time; a concurrent
- * caller starts its own threads. After fork() the child forgets the pool (its threads are gone). */
+ * caller starts its own threads. After fork() the child forgets the pool (its threads are gone).
+ *
+ * Waking a sleeping worker takes ~5-60 us in a VM (longer when the host is busy), as long as a
+ * small GEMV. So the caller never waits for a worker that has not started: each job has a door,
+ * (generation << 32) | DOOR_CLOSED | workers inside. A worker woken for generation g enters only
+ * while the door shows g and is open; once the caller's own part is done (every item is then
+ * claimed), it closes the door and waits only for the workers inside, which finish the items
+ * they claimed. A worker that comes late finds the door closed, or showing a later generation,
+ * and goes back to waiting: it never reads a job it has not entered. */
 #include <stdatomic.h>
 
+#ifndef POOL_SPIN
 #define POOL_SPIN 2000   /* polls (x86: PAUSE, ~30-140 cycles each) before a worker sleeps */
+#endif
+#define DOOR_CLOSED 0x80000000ull
+#define DOOR_INSIDE 0x7fffffffull
 
 static pthread_mutex_t pool_call = PTHREAD_MUTEX_INITIALIZER;  /* held by the caller using the pool */
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -838,8 +852,8 @@ static pthread_cond_t pool_done = PTHREAD_COND_INITIALIZER;
 static int pool_size;                 /* workers started; worker i runs part i (1-based) */
 static int pool_atfork;
 static atomic_ulong pool_gen;         /* bumped (release) once the job below is published */
-static atomic_int pool_pending;       /* parts still running on workers */
-static part_t *pool_parts;
+static atomic_ullong pool_door;       /* the current job's door (see above) */
+static part_t *pool_parts;            /* the job's parts: read only by workers inside its door */
 static int pool_nparts;
 static unsigned long pool_gen0[MAX_THREADS];  /* the generation each worker was started at */
 
@@ -856,6 +870,17 @@ static void pool_forget(void) {
     pool_size = 0;
 }
 
+static inline unsigned long long door_of(unsigned long g) { return (unsigned long long)(g & 0xffffffffu) << 32; }
+
+/* enter generation g's door if it is still open; 1 when entered */
+static int door_enter(unsigned long g) {
+    unsigned long long d = atomic_load_explicit(&pool_door, memory_order_acquire);
+    while ((d & ~(DOOR_CLOSED | DOOR_INSIDE)) == door_of(g) && !(d & DOOR_CLOSED))
+        if (atomic_compare_exchange_weak_explicit(&pool_door, &d, d + 1, memory_order_acq_rel, memory_order_acquire))
+            return 1;
+    return 0;
+}
+
 static void *pool_worker(void *arg) {
     int id = (int)(intptr_t)arg;
     unsigned long seen = pool_gen0[id];   /* jobs published after the worker's start are its */
@@ -870,13 +895,13 @@ static void *pool_worker(void *arg) {
             pthread_mutex_unlock(&pool_mu);
         }
         seen = g;
-        if (id < pool_nparts) {
-            run_part(&pool_parts[id]);
-            if (atomic_fetch_sub_explicit(&pool_pending, 1, memory_order_acq_rel) == 1) {
-                pthread_mutex_lock(&pool_mu);
-                pthread_cond_broadcast(&pool_done);
-                pthread_mutex_unlock(&pool_mu);
-            }
+        if (!door_enter(g)) continue;
+        if (id < pool_nparts) run_part(&pool_parts[id]);
+        unsigned long long d = atomic_fetch_sub_explicit(&pool_door, 1, memory_order_acq_rel) - 1;
+        if ((d & DOOR_CLOSED) && !(d & DOOR_INSIDE)) {   /* the last one out of a closed door */
+            pthread_mutex_lock(&pool_mu);
+            pthread_cond_broadcast(&pool_done);
+            pthread_mutex_unlock(&pool_mu);
         }
     }
     return NULL;
@@ -897,31 +922,23 @@ static int pool_run(part_t *parts, int n) {
         if (!ok) break;
         pool_size++;
     }
-    /* Every worker takes part in every job (idle ones get an inactive part): the caller waits for
-     * all of them, so no worker can still be looking at an older job when the next one is
-     * published (a worker left out of one job could otherwise read the next job's fields under
-     * the old generation and run its part twice). parts[] has room for MAX_THREADS. */
-    for (int i = n; i <= pool_size; i++) {
-        parts[i].job = parts[0].job;
-        parts[i].active = 0;
-        parts[i].failed = 0;
-    }
-    int pooled = pool_size + 1;               /* parts [1, pooled) run on workers */
-    int ran_here = n > pooled ? n : pooled;   /* parts [pooled, n) (no worker for them) run here */
+    int pooled = pool_size + 1 < n ? pool_size + 1 : n;   /* parts [1, pooled) run on workers */
     pool_parts = parts;
-    pool_nparts = pooled;
-    atomic_store_explicit(&pool_pending, pooled - 1, memory_order_relaxed);
+    pool_nparts = pooled;   /* workers beyond the call's thread count enter and leave */
+    unsigned long g = atomic_load_explicit(&pool_gen, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool_door, door_of(g), memory_order_relaxed);
     pthread_mutex_lock(&pool_mu);
-    atomic_fetch_add_explicit(&pool_gen, 1, memory_order_release);
+    atomic_store_explicit(&pool_gen, g, memory_order_release);
     pthread_cond_broadcast(&pool_wake);
     pthread_mutex_unlock(&pool_mu);
     run_part(&parts[0]);
-    for (int i = pooled; i < ran_here; i++) run_part(&parts[i]);
-    for (int spin = 0; atomic_load_explicit(&pool_pending, memory_order_acquire) > 0 && spin < POOL_SPIN; spin++)
+    for (int i = pooled; i < n; i++) run_part(&parts[i]);   /* no worker for these (claims are left) */
+    atomic_fetch_or_explicit(&pool_door, DOOR_CLOSED, memory_order_acq_rel);
+    for (int spin = 0; (atomic_load_explicit(&pool_door, memory_order_acquire) & DOOR_INSIDE) && spin < POOL_SPIN; spin++)
         cpu_relax();
-    if (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0) {
+    if (atomic_load_explicit(&pool_door, memory_order_acquire) & DOOR_INSIDE) {
         pthread_mutex_lock(&pool_mu);
-        while (atomic_load_explicit(&pool_pending, memory_order_acquire) > 0)
+        while (atomic_load_explicit(&pool_door, memory_order_acquire) & DOOR_INSIDE)
             pthread_cond_wait(&pool_done, &pool_mu);
         pthread_mutex_unlock(&pool_mu);
     }
@@ -964,26 +981,25 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     if (nt && j.simd == 2 && (sbo * 2) % 1024 != 0) nc_max = NC_NT_WIDE;
     ptrdiff_t chunks = (N + nc_max - 1) / nc_max;
     if (C == 1 && threads > 1) chunks = (chunks + threads - 1) / threads * threads;
+    /* several threads, few items (a small weight over a few cores): narrower items, down to
+       NC_ALIGN columns, so that every thread gets a share of the claims */
+    while (threads > 1 && C * chunks < MIN_ITEMS * threads && (N + 2 * chunks - 1) / (2 * chunks) >= NC_ALIGN)
+        chunks *= 2;
     if (chunks > N) chunks = N;
     j.nc = (N + chunks - 1) / chunks;
     j.nc = (j.nc + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;  /* only an item at the end of N has a tail */
     j.chunks = (N + j.nc - 1) / j.nc;
     j.ncp = (j.nc + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;
-    ptrdiff_t claimed = 0;
+    ptrdiff_t claimed = 0, finished = 0;
     j.items = C * j.chunks;
     j.claimed = &claimed;
+    j.finished = &finished;
     if (threads > j.items) threads = (int)j.items;
 
     part_t parts[MAX_THREADS];
-    for (int i = 0; i < threads; i++) {
-        parts[i].job = &j;
-        parts[i].active = 1;
-        parts[i].failed = 0;
-    }
+    for (int i = 0; i < threads; i++) parts[i].job = &j;
     if (threads == 1) run_part(&parts[0]);
     else if (pool_run(parts, threads) != 0) spawn_run(parts, threads);
     /* a thread without scratch takes no items; the others run them all, unless none could */
-    int ok = 0;
-    for (int i = 0; i < threads; i++) ok |= !parts[i].failed;
-    return ok ? 0 : 1;
+    return __atomic_load_n(&finished, __ATOMIC_ACQUIRE) == j.items ? 0 : 1;
 }
