@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .f16_convert import convert
+
 _as_strided = np.lib.stride_tricks.as_strided
 
 
@@ -75,8 +77,10 @@ class NumpyBackend:
 
     @staticmethod
     def astype(x, dtype):
-        """``x`` as ``dtype`` (no copy when it already is)."""
-        return x.astype(dtype, copy=False)
+        """``x`` as ``dtype`` (no copy when it already is); large f16 <-> f32 conversions run on
+        the native library, with numpy's exact bits (f16_convert.py)."""
+        fast = convert(x, dtype)
+        return fast if fast is not None else x.astype(dtype, copy=False)
 
     @staticmethod
     def copy(x):

@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 
 _SOURCE = Path(__file__).with_name("seqmm.c")
+# compiled into the same library: numpy-exact f16 <-> f32 array conversions (f16_convert.py)
+_SOURCES = (_SOURCE, Path(__file__).with_name("f16conv.c"))
 # No -ffast-math, no -march=native: the AVX2/FMA/F16C path is selected at run time by a CPU check
 # inside the library (function target attributes), so one build serves every x86-64 CPU.
 # -ffp-contract=off: contraction would be harmless (every product is exact) but keeps the
@@ -120,11 +122,12 @@ def _build(cc: str, source: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=".seqmm-", suffix=suffix, dir=out_dir)
     os.close(fd)
     try:
-        res = subprocess.run([cc, *_CFLAGS, "-o", tmp, str(_SOURCE), *_LDFLAGS],
+        res = subprocess.run([cc, *_CFLAGS, "-o", tmp, *map(str, _SOURCES), *_LDFLAGS],
                              capture_output=True, text=True, timeout=300)
         if res.returncode != 0:
             msg = (res.stderr or res.stdout).strip().splitlines()
-            raise RuntimeError(f"{cc} failed on {_SOURCE.name}: " + " | ".join(msg[:5]))
+            names = ", ".join(p.name for p in _SOURCES)
+            raise RuntimeError(f"{cc} failed on {names}: " + " | ".join(msg[:5]))
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -153,12 +156,13 @@ def _load() -> _Loaded:
     setting = os.environ.get("KTIR_MODELS_NATIVE", "1").strip().lower()
     if setting in ("0", "off", "false", "no"):
         return _Loaded(None, "disabled by KTIR_MODELS_NATIVE=0")
-    if not _SOURCE.exists():
-        return _Loaded(None, f"kernel source {_SOURCE} is missing")
+    for path in _SOURCES:
+        if not path.exists():
+            return _Loaded(None, f"kernel source {path} is missing")
     compilers = _compilers()
     if not compilers:
         return _Loaded(None, "no C compiler found ($CC, cc, gcc, clang)")
-    source = _SOURCE.read_bytes()
+    source = b"\0".join(path.read_bytes() for path in _SOURCES)
     errors = []
     for cc in compilers:
         try:
@@ -168,6 +172,10 @@ def _load() -> _Loaded:
             fn.restype = ctypes.c_int
             lib.seqmm_has_simd.argtypes = []
             lib.seqmm_has_simd.restype = ctypes.c_int
+            for name in ("seqmm_cvt_h2f", "seqmm_cvt_f2h"):
+                conv = getattr(lib, name)
+                conv.argtypes = [_P, _P, _I, ctypes.c_int]
+                conv.restype = None
             return _Loaded(lib, None, force={"portable": 1, "avx2": 2}.get(setting, 0))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")

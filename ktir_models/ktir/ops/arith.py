@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends.f16_convert import MIN_ELEMENTS, convert
 from ..backends.numpy_backend import NumpyBackend
 from ..ir import DenseConstant, ScalarType, TensorType
 from ..parser import hex_float
@@ -203,7 +204,19 @@ def build_float_binary(c, op):
 
             def via_f32(a, b):
                 return astype(fn(a, b, dtype=F32), f16)
-            return via_f32
+
+            if xp.name != "numpy":
+                return via_f32
+
+            def via_f32_widened(a, b):
+                # large f16 operands widened by the native conversion first (numpy widens them
+                # element by element inside the ufunc); the f32 values are the same
+                if getattr(a, "size", 0) >= MIN_ELEMENTS:
+                    a = astype(a, F32)
+                if getattr(b, "size", 0) >= MIN_ELEMENTS:
+                    b = astype(b, F32)
+                return astype(fn(a, b, dtype=F32), f16)
+            return via_f32_widened
 
         return make_binary(c, op, via_f32_of)
     return make_binary(c, op, lambda xp: getattr(xp, name))
@@ -352,7 +365,9 @@ def _cast_fn(name: str, src, dst):
             return np.asarray(x).astype(np.int64).astype(ddt)
     else:  # extf truncf sitofp uitofp index_cast(ui) extsi extui
         def fn(x):
-            return np.asarray(x).astype(ddt)
+            arr = np.asarray(x)
+            fast = convert(arr, ddt)  # large f16 <-> f32: the native conversion, same bits
+            return fast if fast is not None else arr.astype(ddt)
 
     if dst_scalar:
         def sfn(x, fn=fn):

@@ -1,0 +1,108 @@
+/* f16conv: float16 <-> float32 array conversions with numpy's exact results, at memory speed.
+ *
+ * numpy converts float16 one element at a time (~3-7 ns per element here); these loops use the
+ * F16C instructions where the CPU has them. Results are bit-identical to numpy's ``astype``
+ * for every input, NaN payloads included:
+ *   f16 -> f32: exact (subnormals, infinities, signed zeros); a NaN keeps its payload (the
+ *               instruction would quiet a signalling NaN, so vectors holding a NaN take the
+ *               scalar path);
+ *   f32 -> f16: round to nearest even, overflow to infinity, subnormal results; a NaN becomes
+ *               0x7c00 | (significand >> 13), or 0x7c01 when that is 0 (numpy's rule).
+ * Compiled into the same library as seqmm.c (seqmm.py builds both); the caller says whether
+ * the F16C path may run (seqmm_has_simd). Never compile with -ffast-math.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t h2f_bits(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {  /* zero or subnormal: m * 2^-24 is exact in f32 */
+        float f = (float)m * 5.9604644775390625e-8f;
+        uint32_t b;
+        memcpy(&b, &f, 4);
+        return sign | b;
+    }
+    if (e == 31) return sign | 0x7f800000u | (m << 13);
+    return sign | ((e + 112u) << 23) | (m << 13);
+}
+
+static inline uint16_t f2h_bits(uint32_t x) {
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) {
+        uint16_t r = (uint16_t)(0x7c00u + ((ax & 0x7fffffu) >> 13));
+        return sign | (uint16_t)(r == 0x7c00u ? 0x7c01u : r);
+    }
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;   /* rounds to 65520 or more: infinity */
+    if (ax >= 0x38800000u) {                         /* a normal f16 */
+        uint32_t r = ax - 0x38000000u;               /* rebias the exponent 127 -> 15 */
+        r += 0xfffu + ((r >> 13) & 1u);              /* round to nearest even */
+        return sign | (uint16_t)(r >> 13);
+    }
+    if (ax <= 0x33000000u) return sign;              /* at most half the least subnormal */
+    uint32_t e = ax >> 23, mant = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;                       /* 14 .. 24 */
+    uint32_t q = mant >> shift, rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return sign | (uint16_t)q;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SEQMM_NO_SIMD)
+#include <immintrin.h>
+#define CVT_SIMD 1
+
+__attribute__((target("avx2,f16c")))
+static void h2f_f16c(const uint16_t *x, uint32_t *y, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(x + i));
+        __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7fff)),
+                                      _mm_set1_epi16(0x7c00));
+        if (!_mm_testz_si128(nan, nan)) {
+            for (int k = 0; k < 8; k++) y[i + k] = h2f_bits(x[i + k]);
+            continue;
+        }
+        _mm256_storeu_ps((float *)(y + i), _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) y[i] = h2f_bits(x[i]);
+}
+
+__attribute__((target("avx2,f16c")))
+static void f2h_f16c(const uint32_t *x, uint16_t *y, ptrdiff_t n) {
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(b, absmask), inf);
+        if (!_mm256_testz_si256(nan, nan)) {
+            for (int k = 0; k < 8; k++) y[i + k] = f2h_bits(x[i + k]);
+            continue;
+        }
+        __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(b),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm_storeu_si128((__m128i *)(y + i), h);
+    }
+    for (; i < n; i++) y[i] = f2h_bits(x[i]);
+}
+#else
+#define CVT_SIMD 0
+#endif
+
+/* y[i] = f32(x[i]) for n contiguous elements; simd: the F16C path may run */
+void seqmm_cvt_h2f(const uint16_t *x, uint32_t *y, ptrdiff_t n, int simd) {
+#if CVT_SIMD
+    if (simd) { h2f_f16c(x, y, n); return; }
+#endif
+    (void)simd;
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = h2f_bits(x[i]);
+}
+
+/* y[i] = f16(x[i]) (round to nearest even) for n contiguous elements */
+void seqmm_cvt_f2h(const uint32_t *x, uint16_t *y, ptrdiff_t n, int simd) {
+#if CVT_SIMD
+    if (simd) { f2h_f16c(x, y, n); return; }
+#endif
+    (void)simd;
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = f2h_bits(x[i]);
+}
