@@ -444,6 +444,18 @@ def test_kernel_items_claimed_by_threads(path, transpose_b):
         assert_same_bits(seqmm.kloop(a, b, acc, threads=threads, **kw), want)
 
 
+@needs_native
+def test_kernel_items_too_big_to_prefetch_ahead(path):
+    """Items of 64 rows x 8192 k's (1 MB, llama's down projection per core): the next item is
+    not prefetched ahead (it would crowd L2), the result is the same."""
+    rng = np.random.default_rng(15)
+    a, b = operands(rng, 2, 1, 70, 2, 4096, True)
+    kw = dict(trips=2, kb=4096, transpose_b=True, part_dtype=F16, acc_dtype=F16)
+    want = seqmm.kloop_reference(a, b, None, **kw)
+    for threads in (1, 2):
+        assert_same_bits(seqmm.kloop(a, b, None, threads=threads, **kw), want)
+
+
 # ---------------------------------------------------------------- the portable conversions
 
 def _conversions():
