@@ -300,6 +300,31 @@ def _unit_inner(b: np.ndarray, transpose_b: bool) -> tuple[np.ndarray, bool]:
     return np.ascontiguousarray(b), transpose_b
 
 
+@dataclass(frozen=True)
+class _Call:
+    """What a kernel call needs besides the three data pointers; it depends only on the
+    operands' shapes, strides and dtypes and the call's parameters, so it is kept per signature
+    (:data:`_CALLS`) and a repeated call skips the checks."""
+
+    out_shape: tuple
+    acc_dtype: np.dtype
+    sa: tuple       # a's strides in elements over c, m, k (0 over c when shared)
+    sb: tuple       # b's strides over c and over its non-unit inner dim
+    rest: tuple     # C, M, N, trips, kb, nt, part16, acc16, acc given, threads, path cap
+
+
+_CALLS: dict = {}  # signature -> _Call, for operands the kernel reads where they lie
+
+
+def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    rc = lib.seqmm_kloop(a.__array_interface__["data"][0], *call.sa,
+                         b.__array_interface__["data"][0], *call.sb,
+                         out.__array_interface__["data"][0], *call.rest)
+    if rc != 0:
+        raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
+    return out
+
+
 def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_dtype,
           threads: int | None = None) -> np.ndarray:
     """The native kernel: same arguments and the same bits as :func:`kloop_reference`.
@@ -315,6 +340,17 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     lib = loaded.lib
     if lib is None:
         raise RuntimeError(f"seqmm native kernel unavailable: {loaded.reason}")
+    key = None
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, trips, kb, transpose_b,
+               part_dtype, acc_dtype, threads, loaded,
+               None if acc is None else (np.shape(acc), getattr(acc, "dtype", None)))
+        call = _CALLS.get(key)
+        if call is not None:
+            out = np.empty(call.out_shape, call.acc_dtype)
+            if acc is not None:
+                np.copyto(out, acc)
+            return _run(lib, call, a, b, out)
     a = _as_f16("a", a)
     b = _as_f16("b", b)
     part_dtype = _check_dtype("part_dtype", part_dtype)
@@ -330,8 +366,11 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
         np.copyto(out, acc)
     if out.size == 0:
         return out
-    if _element_strides(a) is None:
+    in_place = _element_strides(a) is not None  # the kernel reads both where they lie
+    if not in_place:
         a = np.ascontiguousarray(a)
+    st = _element_strides(b)
+    in_place = in_place and st is not None and (st[2] == 1 or st[1] == 1)
     b, nt = _unit_inner(b, transpose_b)
     sa = _element_strides(a)
     sb = _element_strides(b)
@@ -342,12 +381,11 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     if threads is None:
         threads = _DEFAULT_THREADS if C * M * N * K >= _BIG_PROBLEM else 1
     threads = max(1, min(int(threads), C * N))
-    rc = lib.seqmm_kloop(
-        a.__array_interface__["data"][0], sa[0], sa[1], sa[2],
-        b.__array_interface__["data"][0], sb[0], sb[1],
-        out.__array_interface__["data"][0], C, M, N, trips, kb,
-        int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),
-        int(acc is not None), threads, loaded.force)
-    if rc != 0:
-        raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
-    return out
+    call = _Call((C, M, N), acc_dtype, sa, sb[:2],
+                 (C, M, N, trips, kb, int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),
+                  int(acc is not None), threads, loaded.force))
+    if key is not None and in_place:
+        if len(_CALLS) > 4096:
+            _CALLS.clear()
+        _CALLS[key] = call
+    return _run(lib, call, a, b, out)
