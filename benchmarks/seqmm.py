@@ -7,9 +7,15 @@ decode step does (the weights of a real model do not fit in cache).
 
     python benchmarks/seqmm.py [--reps 5] [--mb 80]
     KTIR_MODELS_NATIVE=avx2 python benchmarks/seqmm.py   # the AVX2 path on an AVX-512 machine
+    python benchmarks/seqmm.py --decode [--mb 400]       # GB/s of smollm2-135m's decode GEMVs
 
 Prints microseconds per call (best of --reps rounds) and the ratio BLAS / kernel (> 1: the
-kernel is faster).
+kernel is faster). ``--decode`` instead streams the decode calls of a smollm2-135m pass as the
+programs issue them (one [N, K] weight viewed as [C, N/C, K], f32 accumulator given) over --mb
+MB of weights (more than the L3 of the dev VM, 300 MB) and prints the weight bytes read per
+second, median of --reps rounds, next to a plain read of a large array with the same thread
+counts, measured in the same run: a VM's memory bandwidth moves by +-30% from minute to minute
+(and a second vCPU sometimes adds none), so only same-run ratios mean anything.
 """
 
 from __future__ import annotations
@@ -92,13 +98,87 @@ def run_case(case: Case, reps: int, mb: float, rng) -> str:
             f"{tc / t2:8.2f}")
 
 
+@dataclass(frozen=True)
+class DecodeCall:
+    """One GEMV of a decode pass: a [C * rows, K] weight read as [C, rows, K] (transpose_b)."""
+    C: int
+    rows: int
+    K: int
+
+
+# smollm2-135m decode: q/o projections, k/v, down, lm_head (K split in two trips), the small
+# one (as listed by a pass's per-call kernel profile)
+DECODE_CALLS = [DecodeCall(24, 64, 576), DecodeCall(9, 64, 576), DecodeCall(9, 64, 1536),
+                DecodeCall(32, 1536, 288), DecodeCall(3, 64, 576)]
+
+
+def _read_bandwidth(threads: int, nbytes: float = 300e6) -> float:
+    """GB/s of a plain sum over a large f32 array with `threads` threads (torch when installed,
+    else numpy on one thread): the memory system's rate in the same minutes."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None and threads > 1:
+        return float("nan")
+    x = np.ones(int(nbytes // 4), np.float32)
+    if torch is not None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        xt = torch.from_numpy(x)
+        fn = lambda: xt.sum()  # noqa: E731
+    else:
+        fn = lambda: x.sum()  # noqa: E731
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    if torch is not None:
+        torch.set_num_threads(before)
+    return x.nbytes / best / 1e9
+
+
+def run_decode(reps: int, mb: float) -> None:
+    """GB/s of each decode call streamed from memory, 1 and 2 threads, rounds interleaved."""
+    print(f"{'call (C x rows x K)':24s} {'1 thread':>10s} {'2 threads':>10s}   (weight GB/s, "
+          f"median of {reps})")
+    for call in DECODE_CALLS:
+        nbytes = call.C * call.rows * call.K * 2
+        copies = max(2, int(mb * 1e6 // nbytes))
+        weights = [np.full((call.C * call.rows, call.K), 0.01, np.float16)
+                   .reshape(call.C, call.rows, call.K) for _ in range(copies)]
+        a = np.ones((1, 1, call.K), np.float16)
+        acc = np.zeros((call.C, 1, call.rows), np.float32)
+        rates: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(reps):
+            for threads in (1, 2):
+                t0 = time.perf_counter()
+                for w in weights:
+                    seqmm.kloop(a, w, acc, trips=1, kb=call.K, transpose_b=True,
+                                part_dtype=np.float32, acc_dtype=np.float32, threads=threads)
+                rates[threads].append(nbytes * copies / (time.perf_counter() - t0) / 1e9)
+        med = {t: sorted(r)[len(r) // 2] for t, r in rates.items()}
+        print(f"{call.C:4d} x {call.rows:4d} x {call.K:5d}       {med[1]:10.1f} {med[2]:10.1f}",
+              flush=True)
+        del weights
+    print(f"{'plain read (same run)':24s} {_read_bandwidth(1):10.1f} {_read_bandwidth(2):10.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="timed rounds per case (best is kept)")
-    ap.add_argument("--mb", type=float, default=80.0, help="f16 weight bytes cycled per case (MB)")
+    ap.add_argument("--mb", type=float, default=None,
+                    help="f16 weight bytes cycled per case (MB; default 80, --decode 400)")
+    ap.add_argument("--decode", action="store_true",
+                    help="GB/s of smollm2-135m's decode GEMVs streamed from memory instead")
     args = ap.parse_args()
     if not seqmm.available():
         raise SystemExit(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    if args.decode:
+        run_decode(args.reps, 400.0 if args.mb is None else args.mb)
+        return
+    args.mb = 80.0 if args.mb is None else args.mb
     loaded = seqmm._library()
     lib = loaded.lib
     lib.seqmm_simd_level.argtypes = [ctypes.c_int]
