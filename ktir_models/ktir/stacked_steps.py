@@ -227,11 +227,13 @@ def _access_tile(b, op, plain):
 class _Access:
     """Where a stacked tile's boxes lie in its view's array, checked once per (view, corners):
     ``slices`` (one box of ``view.nd`` per core) and, when the corners are in arithmetic
-    progression, ``start``/``core_stride`` for one strided [C, *ext] view of all of them;
-    ``disjoint``: no two cores' boxes share memory (computed by the first store)."""
+    progression, ``start``/``core_stride`` for one strided [C, *ext] view of all of them; else,
+    when they form a progression of progressions (core c = i*g + j at corner base + i*d1 + j*d2,
+    e.g. grouped-query heads sharing a KV head), ``grouped``: a read-only strided [C/g, g, *ext]
+    view; ``disjoint``: no two cores' boxes share memory (computed by the first store)."""
 
     __slots__ = ("view", "generation", "slices", "start", "core_stride", "disjoint", "local",
-                 "ext")
+                 "ext", "grouped")
 
 
 def _disjoint(a: "_Access") -> bool:
@@ -304,11 +306,40 @@ def _access(cache: dict, st: StackedTile, hbm) -> _Access:
         delta = diffs[0] if C > 1 else np.zeros(len(ext), np.int64)
         a.start = a.slices[0]
         a.core_stride = int(sum(int(d) * s for d, s in zip(delta, nd.strides)))
+    a.grouped = None if a.start is not None else _grouped(a, local, nd)
     a.disjoint = None
     if len(cache) > 64:
         cache.clear()
     cache[key] = a
     return a
+
+
+def _grouped(a: _Access, local: np.ndarray, nd):
+    """The boxes as one read-only [C/g, g, *ext] view when the corners are a progression of
+    progressions (class docstring), else None."""
+    C = local.shape[0]
+    byte_strides = np.asarray(nd.strides, np.int64)
+    for g in range(2, C):
+        if C % g:
+            continue
+        grid = local.reshape(C // g, g, -1)
+        inner = grid[:, 1:] - grid[:, :-1]
+        outer = grid[1:, 0] - grid[:-1, 0]
+        if (inner == inner[0, 0]).all() and (outer == outer[0]).all():
+            first = nd[a.slices[0]]
+            return _as_strided(first, shape=(C // g, g) + tuple(int(e) for e in a.ext),
+                               strides=(int(outer[0] @ byte_strides), int(inner[0, 0] @ byte_strides))
+                               + first.strides, writeable=False)
+    return None
+
+
+def _gathered(a: _Access) -> np.ndarray:
+    """A fresh C-contiguous [C, *ext] copy of the cores' boxes (corners not in progression)."""
+    if a.grouped is not None:
+        g = a.grouped
+        return np.ascontiguousarray(g).reshape((g.shape[0] * g.shape[1],) + g.shape[2:])
+    nd = a.view.nd
+    return np.stack([nd[s] for s in a.slices])
 
 
 def _block(a: _Access, C: int, ext: tuple, writeable: bool):
@@ -345,8 +376,7 @@ def _load(b, op, plain):
         a = _access(cache, st, hbm)
         data = _block(a, C, st.ext, False)
         if data is None:
-            nd = view.nd
-            data = np.stack([nd[s] for s in a.slices])
+            data = _gathered(a)
         if st.perm is not None:
             data = data.transpose((0,) + tuple(p + 1 for p in st.perm))
         return data, region
@@ -403,7 +433,6 @@ def _load(b, op, plain):
             a = _access(cache, st, hbm)
             block = _block(a, C, st.ext, False)
             perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
-            nd, slices = view_.nd, a.slices
             key = ("stacked", id(region), id(view_), st.key, st.ext, st.perm)
             fcache = machine.f32_cache
 
@@ -413,7 +442,7 @@ def _load(b, op, plain):
                         hit[3] is view_ and hit[4] == hbm.generation:
                     senv[ir] = hit[2]
                     return
-                data = block if block is not None else np.stack([nd[s] for s in slices])
+                data = block if block is not None else _gathered(a)
                 if perm is not None:
                     data = data.transpose(perm)
                 senv[ir] = remember(key, data.astype(F32), region, view_, hit)
@@ -442,12 +471,11 @@ def _load(b, op, plain):
         block = _block(a, C, st.ext, False)
         perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
         if block is None:
-            nd, slices = st.view.nd, a.slices
-            if perm is None:  # the stack is a fresh C-contiguous copy already
-                return lambda senv: senv.__setitem__(ir, np.stack([nd[s] for s in slices]))
+            if perm is None:  # the gathered copy is fresh and C-contiguous already
+                return lambda senv: senv.__setitem__(ir, _gathered(a))
 
             def fast(senv):
-                data = np.stack([nd[s] for s in slices]).transpose(perm)
+                data = _gathered(a).transpose(perm)
                 senv[ir] = data if view else np.array(data, copy=True)
             return fast
         if perm is not None:

@@ -104,6 +104,42 @@ def test_overlapping_stores_keep_core_order(row_expr, pre, winners):
         np.testing.assert_array_equal(stacked[row], (x[core] + np.float16(core)).astype(np.float16))
 
 
+def gathered_rows(row_code: str) -> ktir.Function:
+    """Core c of 6 loads the 2-row box of x [12, 16] at row %r (``row_code`` computes it from
+    %core) and stores it, doubled, at rows 2c, 2c+1 of o [12, 16]."""
+    body = (view("vx", "x", (12, 16)) + view("vo", "o", (12, 16)) +
+            "    %core = ktdp.get_compute_tile_id : index\n"
+            "    %c2 = arith.constant 2 : index\n"
+            "    %c3 = arith.constant 3 : index\n" + row_code +
+            tile("t", "vx", (12, 16), (2, 16), "%r, %c0") + load("v", "t", (2, 16)) +
+            "    %w = arith.addf %v, %v : tensor<2x16xf16>\n"
+            "    %o2 = arith.muli %core, %c2 : index\n" +
+            tile("to", "vo", (12, 16), (2, 16), "%o2, %c0") + store("w", "to", (2, 16)))
+    return program("%x: index, %o: index", body, grid="[6]")
+
+
+@pytest.mark.parametrize("row_code,rows", [
+    # grouped-query pattern: cores 3i..3i+2 share the box at row 3i (a progression of
+    # progressions, one gather through a strided view)
+    ("    %q = arith.divui %core, %c3 : index\n    %r = arith.muli %q, %c3 : index\n",
+     [0, 0, 0, 3, 3, 3]),
+    # pairs at rows 2i + j*5: progression over i and over j
+    ("    %i = arith.divui %core, %c2 : index\n    %j = arith.remui %core, %c2 : index\n"
+     "    %i2 = arith.muli %i, %c2 : index\n    %c5 = arith.constant 5 : index\n"
+     "    %j5 = arith.muli %j, %c5 : index\n    %r = arith.addi %i2, %j5 : index\n",
+     [0, 5, 2, 7, 4, 9]),
+    # no pattern: (c * c) mod 7, box by box
+    ("    %sq = arith.muli %core, %core : index\n    %c7 = arith.constant 7 : index\n"
+     "    %r = arith.remui %sq, %c7 : index\n", [0, 1, 4, 2, 2, 4]),
+])
+def test_scattered_stacked_loads_are_bit_identical(row_code, rows):
+    x = RNG.standard_normal((12, 16)).astype(np.float16)
+    stacked, plain = run_both(gathered_rows(row_code), [x], (12, 16))
+    np.testing.assert_array_equal(bits(stacked), bits(plain))
+    for c, r in enumerate(rows):
+        np.testing.assert_array_equal(stacked[2 * c:2 * c + 2], (x[r:r + 2] * 2).astype(np.float16))
+
+
 def strided_loop(upper: int) -> ktir.Function:
     """Core c handles rows c, c+4, ... < upper of x [8, 16]: each row doubled into o, and the
     running f16 sum of its rows stored in row c of s [4, 16]."""
