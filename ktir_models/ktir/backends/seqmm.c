@@ -1008,3 +1008,13 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     /* a thread without scratch takes no items; the others run them all, unless none could */
     return __atomic_load_n(&finished, __ATOMIC_ACQUIRE) == j.items ? 0 : 1;
 }
+
+/* seqmm_kloop with its 19 arguments packed in one int64 array, in the same order (pointers as
+ * integers): one ctypes argument instead of 19 takes ~4 us less per call from Python. */
+int seqmm_kloop_packed(const int64_t *v) {
+    return seqmm_kloop((const uint16_t *)(uintptr_t)v[0], (ptrdiff_t)v[1], (ptrdiff_t)v[2], (ptrdiff_t)v[3],
+                       (const uint16_t *)(uintptr_t)v[4], (ptrdiff_t)v[5], (ptrdiff_t)v[6],
+                       (void *)(uintptr_t)v[7], (ptrdiff_t)v[8], (ptrdiff_t)v[9], (ptrdiff_t)v[10],
+                       (ptrdiff_t)v[11], (ptrdiff_t)v[12], (int)v[13], (int)v[14], (int)v[15],
+                       (int)v[16], (int)v[17], (int)v[18]);
+}

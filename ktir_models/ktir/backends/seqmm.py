@@ -33,6 +33,7 @@ its portable C path (no AVX2/F16C intrinsics) so it can be tested on any machine
 
 from __future__ import annotations
 
+import array
 import ctypes
 import hashlib
 import os
@@ -170,6 +171,9 @@ def _load() -> _Loaded:
             fn = lib.seqmm_kloop
             fn.argtypes = _ARGTYPES
             fn.restype = ctypes.c_int
+            packed = lib.seqmm_kloop_packed   # the same call, its arguments in one int64 array
+            packed.argtypes = [_P]
+            packed.restype = ctypes.c_int
             lib.seqmm_has_simd.argtypes = []
             lib.seqmm_has_simd.restype = ctypes.c_int
             for name in ("seqmm_cvt_h2f", "seqmm_cvt_f2h"):
@@ -317,9 +321,12 @@ _CALLS: dict = {}  # signature -> _Call, for operands the kernel reads where the
 
 
 def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    rc = lib.seqmm_kloop(a.__array_interface__["data"][0], *call.sa,
-                         b.__array_interface__["data"][0], *call.sb,
-                         out.__array_interface__["data"][0], *call.rest)
+    # seqmm_kloop's 19 arguments packed in one int64 array: ctypes converts one argument instead
+    # of 19 (~2.5 us less per call); `args` stays referenced until the call returns
+    args = array.array("q", (a.__array_interface__["data"][0], *call.sa,
+                             b.__array_interface__["data"][0], *call.sb,
+                             out.__array_interface__["data"][0], *call.rest))
+    rc = lib.seqmm_kloop_packed(args.buffer_info()[0])
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
     return out
