@@ -340,6 +340,9 @@ def _fallback(b: _Builder, op: Op, plain):
             senv[s] = restack([e.own[s] for e in envs], t)
 
     step.op = op
+    special = getattr(plain, "specialize_stacked", None)
+    if special is not None:  # for tapes (tape.py): the batched K-loop on fixed operands
+        step.specialize = lambda senv: special(senv, vary, C)
     return step
 
 

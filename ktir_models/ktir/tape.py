@@ -73,7 +73,8 @@ def static_values(fn: Function, ops=None) -> set[int]:
 class StaticInfo:
     """Per op id: the slots of a static op's results (``ops``); the scf.for ops whose bounds are
     static (``loops``); the data ops a specialised step may stand for (``special``: every
-    operand that is not a tensor is static, so what the specialisation fixes is fixed)."""
+    operand that is not a tensor, its nested ops' included, is static, so what the
+    specialisation fixes is fixed)."""
 
     ops: dict = field(default_factory=dict)
     loops: set = field(default_factory=set)
@@ -85,19 +86,28 @@ def static_info(fn: Function, slot_of: dict, ops=None) -> StaticInfo:
     static = static_values(fn, ops)
     info = StaticInfo()
 
+    def addresses_static(op) -> bool:
+        """Every non-tensor operand of ``op`` and of the ops nested in it is static."""
+        if not all(id(v) in static for v in op.operands if not isinstance(v.type, TensorType)):
+            return False
+        return all(addresses_static(inner) for r in op.regions for b in r.blocks
+                   for inner in b.ops)
+
     def walk(ops_) -> None:
         for op in ops_:
             if op.name == "scf.for" and op.regions:
                 if all(id(v) in static for v in op.groups["bounds"]):
                     info.loops.add(id(op))
             if op.regions:
+                if addresses_static(op):  # e.g. a K-loop run as one kernel call
+                    info.special.add(id(op))
                 for r in op.regions:
                     for b in r.blocks:
                         walk(b.ops)
             elif op.results and all(id(r) in static for r in op.results) and \
                     all(id(r) in slot_of for r in op.results):
                 info.ops[id(op)] = tuple(slot_of[id(r)] for r in op.results)
-            elif all(id(v) in static for v in op.operands if not isinstance(v.type, TensorType)):
+            elif addresses_static(op):
                 info.special.add(id(op))
 
     walk(fn.body.block.ops if ops is None else ops)

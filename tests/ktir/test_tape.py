@@ -190,11 +190,15 @@ def _replayed_outputs(directory, node, tensors, native_matmul):
     return runs, bound[0][0]
 
 
-# every node kind of layer 0 of the scratchy decode programs (embedding, norms, projections,
-# rope, the single-core attention that rerolls its 9 heads, the MLP), and the lm_head
+# every node kind of layer 0 of the scratchy decode program (embedding, norms, projections,
+# rope, the single-core attention that rerolls its 9 heads, the MLP; all single-core), the
+# prefill program's stacked grids (32-core GEMMs whose K-loop is one kernel call on fixed
+# operands, the 9-core attention of 32 unrolled rows, the rerolled RoPE), and the lm_heads
 @pytest.mark.parametrize("fixture,indices", [
     ("smollm2-135m", list(range(0, 16))),
+    ("smollm2-135m-prefill", [1, 5, 6, 10, 12, 13]),
     pytest.param("smollm2-135m", [451], marks=pytest.mark.slow),
+    pytest.param("smollm2-135m-prefill", [451], marks=pytest.mark.slow),
 ])
 def test_corpus_nodes_replay_bit_identical(fixture, indices, native_matmul):
     directory, nodes, tensors = scratchy_program(fixture)

@@ -373,6 +373,94 @@ def _native_gemm_loop(c, op, plans, trips: int, step_k: int, mm, acc):
         for env, r in zip(envs, results):
             env[res_slot] = r
 
+    def placed(env):
+        """For tapes: this core's A and B as fixed views of memory (tape.py), or None."""
+        from .ktdp import fixed_block
+
+        env[iv_slot] = lb_value
+        A = fixed_block(Tile(env[a_base], a_lo(env), a_ext, None, None, a_ext))
+        B = fixed_block(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
+        return None if A is None or B is None else (A, B)
+
+    def specialize(env):
+        """One core: the kernel reads A and B where they lie (read in the same step, as the
+        loop's loads would copy them)."""
+        ab = placed(env)
+        if ab is None:
+            return None
+        A, B = ab[0][None], ab[1][None]
+
+        def fast(env):
+            env[res_slot] = run(A, B, np.asarray(env[init_slot])[None])[0]
+        return fast
+
+    def specialize_stacked(senv, vary: list, C: int):
+        """A stacked grid of C cores: every core's A and B fixed, as one [C, ...] view each when
+        the cores' boxes are evenly spaced (B shared by all: a leading dim of 1), so a replay is
+        one kernel call on memory in place; the per-element sums are the kernel's whatever the
+        batching (seqmm.py), so the bits are those of the batched form above."""
+        from ..stacked import CoreEnv
+
+        boxes = [placed(CoreEnv(senv, k, vary)) for k in range(C)]
+        if any(ab is None for ab in boxes):
+            return None
+        A = _evenly_spaced([ab[0] for ab in boxes])
+        B = _evenly_spaced([ab[1] for ab in boxes])
+        if A is None or B is None:
+            return None
+        init_varies = vary[init_slot]
+        rows = _as_rows(A) if B.shape[0] == 1 and A.shape[0] == C > 1 else None
+        if rows is not None:  # a shared B: the cores' A rows as one [1, C*m, K] operand
+            m = A.shape[1]
+
+            def fast_rows(senv):
+                total = np.asarray(senv[init_slot])
+                total = total.reshape((1, C * m) + total.shape[2:]) if init_varies else \
+                    np.broadcast_to(total, (C,) + total.shape).reshape((1, C * m) + total.shape[1:])
+                senv[res_slot] = run(rows, B, total).reshape((C, m) + total.shape[2:])
+            return fast_rows
+
+        def fast(senv):
+            total = np.asarray(senv[init_slot])
+            out = run(A, B, total if init_varies else total[None])
+            if out.shape[0] != C:  # every core read the same A and B: the same result C times
+                out = np.ascontiguousarray(np.broadcast_to(out, (C,) + out.shape[1:]))
+            senv[res_slot] = out
+        return fast
+
     step.batched = batched
+    step.specialize = specialize
+    step.specialize_stacked = specialize_stacked
     step.op = op
     return step
+
+
+def _as_rows(A: np.ndarray):
+    """A strided [C, m, K] view as the [1, C*m, K] view of the same elements, when the cores'
+    rows follow each other at one stride (m = 1, or the core step is m row steps); else None."""
+    C, m, K = A.shape
+    s0, s1, s2 = A.strides
+    if m > 1 and s0 != m * s1:
+        return None
+    return np.lib.stride_tricks.as_strided(A, shape=(1, C * m, K),
+                                           strides=(0, s0 if m == 1 else s1, s2), writeable=False)
+
+
+def _evenly_spaced(views: list):
+    """Same-shaped views of one buffer as one read-only [C, ...] strided view: [1, ...] when they
+    are all the same box, a constant byte step between consecutive ones otherwise; else None."""
+    first = views[0]
+    if any(v.shape != first.shape or v.strides != first.strides or v.dtype != first.dtype
+           for v in views):
+        return None
+    ptrs = [v.__array_interface__["data"][0] for v in views]
+    steps = {q - p for p, q in zip(ptrs, ptrs[1:])}
+    if not steps or steps == {0}:
+        out = first[None]
+        out.flags.writeable = False
+        return out
+    if len(steps) != 1:
+        return None
+    return np.lib.stride_tricks.as_strided(first, shape=(len(views),) + first.shape,
+                                           strides=(steps.pop(),) + first.strides,
+                                           writeable=False)
