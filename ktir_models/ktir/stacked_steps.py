@@ -15,6 +15,7 @@ from .stacked import StackedTile, _Builder, _Fallback, lift, native
 from .tape import LoopShape
 
 _as_strided = np.lib.stride_tricks.as_strided
+_SMALL = 1 << 14  # elements up to which a splat is filled rather than made a broadcast view
 
 
 def _plain_if(pred):
@@ -153,8 +154,14 @@ def _splat(b, op, plain):
     dt = t.dtype
     is_, ir = b.c.slot(op.operands[0]), b.c.slot(op.result)
 
-    def step(senv):
-        senv[ir] = np.broadcast_to(np.asarray(senv[is_], dt).reshape(col), shape)
+    if int(np.prod(shape)) <= _SMALL:
+        def step(senv):  # filled: ~1 us against ~3.5 us for np.broadcast_to's view
+            out = np.empty(shape, dt)
+            out[...] = np.asarray(senv[is_], dt).reshape(col)
+            senv[ir] = out
+    else:
+        def step(senv):
+            senv[ir] = np.broadcast_to(np.asarray(senv[is_], dt).reshape(col), shape)
 
     return step
 
