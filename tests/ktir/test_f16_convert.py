@@ -71,3 +71,45 @@ def test_shapes_tails_and_what_stays_on_numpy():
     assert f16_convert.convert(np.asfortranarray(x), np.float16) is None  # numpy keeps F order
     assert f16_convert.convert(x.astype(np.float64), np.float16) is None
     assert f16_convert.convert(x, np.float64) is None
+
+
+def _f16_operands(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random f16 bit patterns (NaNs, infinities, subnormals included) plus hand-picked pairs:
+    exact ties after the f32 operation, overflow, underflow to subnormals and zero, 0/0, x/0."""
+    bits = RNG.integers(0, 65536, (2, n), dtype=np.uint32).astype(np.uint16)
+    a, b = bits[0].view(np.float16), bits[1].view(np.float16)
+    special = np.array([[1.0, 2.0**-11], [2048.0, 1.0], [65504.0, 65504.0], [6e-8, 0.5],
+                        [0.0, 0.0], [1.0, 0.0], [-0.0, 0.0], [np.inf, -np.inf], [3.0, 7.0],
+                        [2.0**-14, 2.0**-10]], np.float16)
+    return np.concatenate([a, special[:, 0]]), np.concatenate([b, special[:, 1]])
+
+
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "divide"])
+def test_f16_binary_ops_are_numpys(name, native_path):
+    a, b = _f16_operands(300_000)
+    with np.errstate(all="ignore"):
+        expected = getattr(np, name)(a, b, dtype=np.float32).astype(np.float16)
+    got = f16_convert.binop(name, a, b)
+    assert got is not None and got.dtype == np.float16
+    # a NaN with a NaN gives a NaN; whose payload survives is the instruction's operand order,
+    # which compilers (numpy's and ours) may swap for commutative operations: not compared
+    both_nan = np.isnan(a) & np.isnan(b)
+    same = got.view(np.uint16) == expected.view(np.uint16)
+    assert same[~both_nan].all(), f"{(~same[~both_nan]).sum()} differ"
+    assert np.isnan(got[both_nan]).all() and both_nan.sum() > 50
+
+
+def test_f16_binary_op_shapes_and_what_stays_on_numpy():
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    for shape in [(1025,), (9, 2, 64), (7, 5, 31)]:  # vector tails: 1025 = 128 * 8 + 1
+        a = RNG.standard_normal(shape).astype(np.float16)
+        b = RNG.standard_normal(shape).astype(np.float16)
+        got = f16_convert.binop("multiply", a, b)
+        assert got.shape == shape
+        np.testing.assert_array_equal(got, (a.astype(np.float32) * b).astype(np.float16))
+    a = RNG.standard_normal((9, 1, 64)).astype(np.float16)
+    assert f16_convert.binop("add", a, a[:, :, :1]) is None  # broadcasting: numpy
+    assert f16_convert.binop("add", a[:, :, ::2], a[:, :, ::2]) is None  # not contiguous
+    assert f16_convert.binop("add", a[:1, :, :8], a[:1, :, :8]) is None  # small
+    assert f16_convert.binop("add", a.astype(np.float32), a.astype(np.float32)) is None

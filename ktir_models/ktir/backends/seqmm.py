@@ -180,6 +180,8 @@ def _load() -> _Loaded:
                 conv = getattr(lib, name)
                 conv.argtypes = [_P, _P, _I, ctypes.c_int]
                 conv.restype = None
+            lib.seqmm_f16_binop.argtypes = [_P, _P, _P, _I, ctypes.c_int, ctypes.c_int]
+            lib.seqmm_f16_binop.restype = ctypes.c_int
             return _Loaded(lib, None, force={"portable": 1, "avx2": 2}.get(setting, 0))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")
@@ -323,9 +325,9 @@ _CALLS: dict = {}  # signature -> _Call, for operands the kernel reads where the
 def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     # seqmm_kloop's 19 arguments packed in one int64 array: ctypes converts one argument instead
     # of 19 (~2.5 us less per call); `args` stays referenced until the call returns
-    args = array.array("q", (a.__array_interface__["data"][0], *call.sa,
-                             b.__array_interface__["data"][0], *call.sb,
-                             out.__array_interface__["data"][0], *call.rest))
+    # (``x.ctypes.data``: ~1.4 us a pointer, against ~2.3 us for ``__array_interface__``)
+    args = array.array("q", (a.ctypes.data, *call.sa, b.ctypes.data, *call.sb,
+                             out.ctypes.data, *call.rest))
     rc = lib.seqmm_kloop_packed(args.buffer_info()[0])
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")

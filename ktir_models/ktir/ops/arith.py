@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.f16_convert import MIN_ELEMENTS, convert
+from ..backends.f16_convert import MIN_ELEMENTS, binop, convert
 from ..backends.numpy_backend import NumpyBackend
 from ..ir import DenseConstant, ScalarType, TensorType
 from ..parser import hex_float
@@ -209,6 +209,9 @@ def build_float_binary(c, op):
                 return via_f32
 
             def via_f32_widened(a, b):
+                fused = binop(name, a, b)  # same-shaped f16 arrays: one native call
+                if fused is not None:
+                    return fused
                 # large f16 operands widened by the native conversion first (numpy widens them
                 # element by element inside the ufunc); the f32 values are the same
                 if getattr(a, "size", 0) >= MIN_ELEMENTS:
