@@ -353,8 +353,6 @@ class Plan:
             if self._runs >= 2:
                 self._tier_up()
         if n > 1 and c.stacked is not None and machine.grid_batching:
-            from .stacked import run_stacked
-
             if self._contexts is None:  # without inter-tile ops a core's context never changes
                 self._contexts = [CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
                                               machine, fn.name, None) for core in range(n)]
@@ -362,8 +360,6 @@ class Plan:
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
         rr = c.rerolled
         if rr is not None and machine.grid_batching and rr.disjoint(values):
-            from .stacked import run_stacked
-
             if self._contexts is None:
                 self._contexts = [CoreContext(0, (0, 0, 0), machine, fn.name, None)] * rr.plan.C
             try:

@@ -383,16 +383,3 @@ def compile_stacked(c, fn: Function) -> StackedPlan | None:
     return b.finish(steps)
 
 
-def run_stacked(plan: StackedPlan, template: list, arg_slots: list[int], values: list,
-                contexts: list) -> None:
-    """One run of ``plan``: an env from ``template`` with the arguments and every core's context
-    (the plan's C of them) in place."""
-    senv = list(template)
-    senv[0] = Contexts(contexts)
-    for s, v in zip(arg_slots, values):
-        senv[s] = v
-    with np.errstate(all="ignore"):
-        for step in plan.steps:
-            step(senv)
-
-

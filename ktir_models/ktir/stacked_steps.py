@@ -619,5 +619,5 @@ def _for(b, op, plain):
 
     # a fault inside the body is raised, located, by the body's own steps; only the trip check
     # sends the whole loop core by core, before anything ran
-    step.loop = LoopShape(ilb, iub, ist, iv, body, slots, inits, ys, results, carry, trips)
+    step.loop = LoopShape(iv, body, slots, inits, ys, results, carry, trips)
     return step

@@ -116,13 +116,10 @@ def static_info(fn: Function, slot_of: dict, ops=None) -> StaticInfo:
 
 @dataclass
 class LoopShape:
-    """What a tape needs to unroll an ``scf.for`` step: bound slots, induction-variable slot,
-    body steps, and ``carry(env, dst, src)`` which moves loop-carried values as the step does
-    (reads every source before writing)."""
+    """What a tape needs to unroll an ``scf.for`` step: the induction variable's slot and values
+    (``trips(env)``), the body's steps, the carried values' slots, and ``carry(env, dst, src)``
+    which moves loop-carried values as the step does (reads every source before writing)."""
 
-    lb: int
-    ub: int
-    step: int
     iv: int
     body: list
     carried: list

@@ -26,7 +26,7 @@ def build_for(c, op):
         else []
     results = [c.slot(v) for v in op.results]
     n = len(carried)
-    shape = LoopShape(ilb, iub, ist, iv, body, carried, init_slots, yields, results, _carry,
+    shape = LoopShape(iv, body, carried, init_slots, yields, results, _carry,
                       lambda env: _trip_ivs(env[ilb], env[iub], env[ist]))
     step = _plain_for(ilb, iub, ist, iv, body, carried, init_slots, yields, results, n)
     step.loop = shape
