@@ -113,3 +113,24 @@ def test_f16_binary_op_shapes_and_what_stays_on_numpy():
     assert f16_convert.binop("add", a[:, :, ::2], a[:, :, ::2]) is None  # not contiguous
     assert f16_convert.binop("add", a[:1, :, :8], a[:1, :, :8]) is None  # small
     assert f16_convert.binop("add", a.astype(np.float32), a.astype(np.float32)) is None
+
+
+def test_f16_all_finite_finds_every_inf_and_nan():
+    from ktir_models.ktir.machine import f16_all_finite
+
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    every = np.arange(65536, dtype=np.uint16).view(np.float16)
+    bad = every[~np.isfinite(every)]
+    assert bad.size == 2 * 1024  # exponent all ones: +-inf and every NaN pattern
+    for n in (1, 7, 4095, 4096, 4097, 70000):  # chunk edges of the native pass
+        x = RNG.standard_normal(n).astype(np.float16)
+        assert f16_convert.all_finite(x) is True and f16_all_finite(x)
+        for pos in {0, n // 2, n - 1}:
+            y = x.copy()
+            y[pos] = bad[RNG.integers(bad.size)]
+            assert f16_convert.all_finite(y) is False and not f16_all_finite(y)
+    x = RNG.standard_normal((64, 64)).astype(np.float16)
+    x[5, 6] = np.nan
+    assert f16_convert.all_finite(x[:, ::2]) is None  # not contiguous: numpy's test
+    assert not f16_all_finite(x[:, ::2]) and f16_all_finite(x[:, 8:])

@@ -179,3 +179,16 @@ int seqmm_f16_binop(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrdiff
     }
     return 0;
 }
+
+/* ---------------------------------------------------------------- finiteness
+ * 1 when any of the n float16 values is an infinity or a NaN (exponent bits all ones), else 0.
+ * Chunks keep the inner loop branch-free (vectorised by the compiler) and still stop early. */
+int seqmm_f16_any_nonfinite(const uint16_t *x, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i += 4096) {
+        ptrdiff_t end = n - i < 4096 ? n : i + 4096;
+        unsigned bad = 0;
+        for (ptrdiff_t j = i; j < end; j++) bad |= (unsigned)((x[j] & 0x7c00u) == 0x7c00u);
+        if (bad) return 1;
+    }
+    return 0;
+}

@@ -182,6 +182,8 @@ def _load() -> _Loaded:
                 conv.restype = None
             lib.seqmm_f16_binop.argtypes = [_P, _P, _P, _I, ctypes.c_int, ctypes.c_int]
             lib.seqmm_f16_binop.restype = ctypes.c_int
+            lib.seqmm_f16_any_nonfinite.argtypes = [_P, _I]
+            lib.seqmm_f16_any_nonfinite.restype = ctypes.c_int
             return _Loaded(lib, None, force={"portable": 1, "avx2": 2}.get(setting, 0))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")
