@@ -407,10 +407,12 @@ class Plan:
             return
         key = (kind, tuple(values), self.machine.hbm.generation)
         tape = self._tape
-        if tape is not None and tape.key == key:
-            self.replays += 1
-            run_all(tape.entries, env)
-            return
+        if tape is not None:
+            if tape.key == key:
+                self.replays += 1
+                run_all(tape.entries, env)
+                return
+            self._tape = None  # other arguments or regions: let go of the old views
         if self._last_key != key:
             self._last_key = key
             run_all(steps, env)

@@ -128,6 +128,8 @@ def test_new_arguments_and_new_regions_are_not_replayed_stale(batched):
                                       err_msg=f"run {run}")
     # core after core (the reference order) runs the steps; the stacked grid replays
     assert plan.replays >= 3 if batched else plan.replays == 0
+    plan.run([bufs[1][0].address, bufs[1][1].address])  # not the taped arguments: dropped
+    assert plan._tape is None
 
 
 def test_a_fault_during_replay_is_the_plain_fault():
