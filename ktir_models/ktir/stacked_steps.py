@@ -388,6 +388,20 @@ def _load(b, op, plain):
             data = data.transpose((0,) + tuple(p + 1 for p in st.perm))
         return data, region
 
+    def placed(senv):
+        """For tapes: (tile, access, one strided block of all boxes or None, the permutation
+        over [C, ...] or None) of a stacked box tile over a region without a written-mask (it
+        never gets one back), else None."""
+        st = senv[it]
+        if type(st) is not StackedTile:
+            return None
+        region = st.view.region
+        if region is None or region.mask is not None:
+            return None
+        a = _access(cache, st, hbm)
+        perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
+        return st, a, _block(a, C, st.ext, False), perm
+
     if f32:
         # weights feeding matmuls: the stacked f32 copy is cached like load_f32's per-core tiles
         def step(senv):
@@ -431,15 +445,11 @@ def _load(b, op, plain):
         def specialize_f32(senv):
             """For a tape: the placement and cache key resolved once; the f32 copy is reused
             while the region is unchanged, widened again after a write."""
-            st = senv[it]
-            if type(st) is not StackedTile:
+            where = placed(senv)
+            if where is None:
                 return None
+            st, a, block, perm = where
             region, view_ = st.view.region, st.view
-            if region is None or region.mask is not None:
-                return None
-            a = _access(cache, st, hbm)
-            block = _block(a, C, st.ext, False)
-            perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
             key = ("stacked", id(region), id(view_), st.key, st.ext, st.perm)
             fcache = machine.f32_cache
 
@@ -468,15 +478,10 @@ def _load(b, op, plain):
     def specialize(senv):
         """For a tape: the placement resolved once (a region without a written-mask never gets
         one back); the values are still read on every replay."""
-        st = senv[it]
-        if type(st) is not StackedTile:
+        where = placed(senv)
+        if where is None:
             return None
-        region = st.view.region
-        if region is None or region.mask is not None:
-            return None
-        a = _access(cache, st, hbm)
-        block = _block(a, C, st.ext, False)
-        perm = None if st.perm is None else (0,) + tuple(p + 1 for p in st.perm)
+        _, a, block, perm = where
         if block is None:
             if perm is None:  # the gathered copy is fresh and C-contiguous already
                 return lambda senv: senv.__setitem__(ir, _gathered(a))

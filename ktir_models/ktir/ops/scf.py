@@ -415,9 +415,10 @@ def _native_gemm_loop(c, op, plans, trips: int, step_k: int, mm, acc):
 
             def fast_rows(senv):
                 total = np.asarray(senv[init_slot])
-                total = total.reshape((1, C * m) + total.shape[2:]) if init_varies else \
-                    np.broadcast_to(total, (C,) + total.shape).reshape((1, C * m) + total.shape[1:])
-                senv[res_slot] = run(rows, B, total).reshape((C, m) + total.shape[2:])
+                if not init_varies:
+                    total = np.broadcast_to(total, (C,) + total.shape)
+                out = run(rows, B, total.reshape((1, C * m) + total.shape[2:]))
+                senv[res_slot] = out.reshape((C, m) + out.shape[2:])
             return fast_rows
 
         def fast(senv):
