@@ -264,12 +264,14 @@ class Plan:
         self._batchable = any(hasattr(step, "batched") for step in compiled.steps)
         self._all_int_args = all(isinstance(a.type, ScalarType) and not a.type.is_float and
                                  a.type.name != "i1" for a in fn.args)
+        self._arg_names = fn.arg_names
         # the Compiler, kept until the plan's second run builds its batched form (stacked.py for
         # grids, reroll.py for unrolled repeats): the analysis costs about what one run saves,
         # so a function run once never pays it
         self._tier_from = None
         self._runs = 0
         self._contexts: list | None = None  # the stacked or rerolled run's core contexts
+        self._stacked_contexts = None  # the same as a stacked env's slot 0 (stacked.Contexts)
         # tapes (tape.py): runs repeating the previous run's arguments replay the recorded data
         # steps; only where every argument is an int (a hashable key) and nothing observes the
         # steps one by one (checking mode, inter-tile exchanges, LX overflow faults)
@@ -282,7 +284,7 @@ class Plan:
 
     def _bind(self, args) -> list:
         fn = self.fn
-        names = fn.arg_names
+        names = self._arg_names
         if isinstance(args, dict) and len(args) == len(names):
             try:  # fast path: exact names, plain ints for index arguments
                 values = [args[n] for n in names]
@@ -390,10 +392,12 @@ class Plan:
 
     def _run_stacked(self, kind: str, splan, template: list, arg_slots: list, values: list):
         """One stacked (or rerolled) run: the steps, or their tape (tape.py)."""
-        from .stacked import Contexts
+        if self._stacked_contexts is None:
+            from .stacked import Contexts
 
+            self._stacked_contexts = Contexts(self._contexts)
         senv = list(template)
-        senv[0] = Contexts(self._contexts)
+        senv[0] = self._stacked_contexts
         for s, v in zip(arg_slots, values):
             senv[s] = v
         with np.errstate(all="ignore"):
