@@ -354,20 +354,13 @@ def _native_gemm_loop(c, op, plans, trips: int, step_k: int, mm, acc):
         As = [np.asarray(x[0]) for x in loaded]
         Bs = [x[1] for x in loaded]
         totals = [np.asarray(x[2]) for x in loaded]
-        B0 = Bs[0]
-        same_form = all(b.shape == B0.shape and b.strides == B0.strides and
-                        b.dtype == B0.dtype for b in Bs) and \
-            all(a.shape == As[0].shape for a in As)
-        ptrs = [b.__array_interface__["data"][0] for b in Bs]
-        if same_form and len(set(ptrs)) == 1:
+        B = _evenly_spaced(Bs) if all(a.shape == As[0].shape for a in As) else None
+        if B is not None and B.shape[0] == 1:  # one B for all: the cores' A as rows
             m = As[0].shape[0]
-            out = run(np.concatenate(As)[None], B0[None], np.concatenate(totals)[None])[0]
+            out = run(np.concatenate(As)[None], B, np.concatenate(totals)[None])[0]
             results = [out[k * m:(k + 1) * m] for k in range(len(envs))]
-        elif same_form and len(envs) > 1 and len({p - q for p, q in zip(ptrs[1:], ptrs)}) == 1:
-            B3 = np.lib.stride_tricks.as_strided(B0, shape=(len(Bs),) + B0.shape,
-                                                 strides=(ptrs[1] - ptrs[0],) + B0.strides,
-                                                 writeable=False)
-            results = list(run(np.stack(As), B3, np.stack(totals)))
+        elif B is not None:
+            results = list(run(np.stack(As), B, np.stack(totals)))
         else:
             results = [run(A[None], B[None], t[None])[0] for A, B, t in loaded]
         for env, r in zip(envs, results):
