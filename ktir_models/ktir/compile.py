@@ -270,8 +270,7 @@ class Plan:
         # so a function run once never pays it
         self._tier_from = None
         self._runs = 0
-        self._contexts: list | None = None  # the stacked or rerolled run's core contexts
-        self._stacked_contexts = None  # the same as a stacked env's slot 0 (stacked.Contexts)
+        self._contexts: dict = {}  # "stacked"/"rerolled" -> slot 0 of its env (stacked.Contexts)
         # tapes (tape.py): runs repeating the previous run's arguments replay the recorded data
         # steps; only where every argument is an int (a hashable key) and nothing observes the
         # steps one by one (checking mode, inter-tile exchanges, LX overflow faults)
@@ -323,16 +322,14 @@ class Plan:
     def _tier_up(self) -> None:
         """Build the batched form: the grid stacked by core, or a single core's unrolled repeats
         side by side; None where the function has none."""
+        from .reroll import compile_rerolled
+        from .stacked import compile_stacked
+
         compiler, self._tier_from = self._tier_from, None
         c, fn = self._c, self.fn
-        if fn.num_cores > 1:
-            from .stacked import compile_stacked
-
+        c.rerolled = compile_rerolled(compiler, fn)
+        if fn.num_cores > 1:  # also for the runs whose addresses keep the repeats apart
             c.stacked = compile_stacked(compiler, fn)
-        else:
-            from .reroll import compile_rerolled
-
-            c.rerolled = compile_rerolled(compiler, fn)
         if len(c.template) < compiler.n_slots:  # slots made by the batched form start empty
             c.template.extend([None] * (compiler.n_slots - len(c.template)))
 
@@ -354,21 +351,16 @@ class Plan:
             self._runs += 1
             if self._runs >= 2:
                 self._tier_up()
-        if n > 1 and c.stacked is not None and machine.grid_batching:
-            if self._contexts is None:  # without inter-tile ops a core's context never changes
-                self._contexts = [CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
-                                              machine, fn.name, None) for core in range(n)]
-            self._run_stacked("stacked", c.stacked, c.template, c.arg_slots, values)
-            return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
         rr = c.rerolled
         if rr is not None and machine.grid_batching and rr.disjoint(values):
-            if self._contexts is None:
-                self._contexts = [CoreContext(0, (0, 0, 0), machine, fn.name, None)] * rr.plan.C
             try:
                 self._run_stacked("rerolled", rr.plan, rr.template, rr.arg_slots, values)
                 return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
             except EmulationFault:
-                pass  # rerun plainly (reroll.py: same bytes), which locates the fault exactly
+                pass  # rerun (reroll.py: same bytes), which locates the fault exactly
+        if n > 1 and c.stacked is not None and machine.grid_batching:
+            self._run_stacked("stacked", c.stacked, c.template, c.arg_slots, values)
+            return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
         exchange = _Exchange(n) if self.inter_tile else None
         envs = []
         for core in range(n):
@@ -392,12 +384,21 @@ class Plan:
 
     def _run_stacked(self, kind: str, splan, template: list, arg_slots: list, values: list):
         """One stacked (or rerolled) run: the steps, or their tape (tape.py)."""
-        if self._stacked_contexts is None:
+        contexts = self._contexts.get(kind)
+        if contexts is None:  # without inter-tile ops a core's context never changes
             from .stacked import Contexts
 
-            self._stacked_contexts = Contexts(self._contexts)
+            fn = self.fn
+            X, Y, _ = fn.grid
+            cores = self._c.rerolled.cores if kind == "rerolled" else range(fn.num_cores)
+            own = {}
+            for core in map(int, cores):
+                if core not in own:
+                    own[core] = CoreContext(core, (core % X, (core // X) % Y, core // (X * Y)),
+                                            self.machine, fn.name, None)
+            contexts = self._contexts[kind] = Contexts([own[int(k)] for k in cores])
         senv = list(template)
-        senv[0] = self._stacked_contexts
+        senv[0] = contexts
         for s, v in zip(arg_slots, values):
             senv[s] = v
         with np.errstate(all="ignore"):

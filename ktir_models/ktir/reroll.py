@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Function, Op, ScalarType
+import numpy as np
+
+from .ir import AccessTileType, DenseConstant, Function, Op, ScalarType, TensorType
 
 _MIN_OPS = 40  # below this the plain steps cost less than the detection is worth
 
@@ -38,13 +40,17 @@ _MIN_OPS = 40  # below this the plain steps cost less than the detection is wort
 class Repeats:
     """``fn``'s top level: ops[:start] prefix, then ``count`` groups of ``period`` ops, then the
     terminator; ``differing``: positions (within a group) of constants whose value differs;
-    ``footprints``: the views loads and stores go through (checked per run)."""
+    ``footprints``: the views loads and stores go through (checked per run); ``template``: the
+    group to compile (every ragged value has its largest shape there); ``ragged``: (position,
+    result index) -> each group's static shape, for results whose shape differs between groups."""
 
     start: int
     period: int
     count: int
     differing: list[int]
     footprints: list
+    template: int = 0
+    ragged: dict = None
 
 
 @dataclass
@@ -57,7 +63,8 @@ class Rerolled:
     arg_slots: list[int]
     disjoint: object
     slots: dict  # id(value) -> slot of the rerolled compile
-    ops: list  # the ops it runs: the prefix and the first group
+    ops: list  # the ops it runs: the prefix and the template group
+    cores: np.ndarray  # the real core of each virtual core (group v % G of core v // G)
 
 
 _REPR: dict = {}  # id(attribute object) -> (object, its repr); parsed attributes are shared
@@ -74,11 +81,51 @@ def _repr(v) -> str:
     return text
 
 
+def _kind(t):
+    """A type without its shape: tensors and access tiles of one rank and element type agree
+    (ragged groups); other types by identity (types are shared objects per text)."""
+    if isinstance(t, ScalarType):
+        return t.name
+    if isinstance(t, TensorType):
+        return ("tensor", len(t.shape), t.elem)
+    if isinstance(t, AccessTileType):
+        return ("tile", len(t.shape))
+    return id(t)
+
+
 def _signature(op: Op):
-    """A cheap key for finding the period (types are shared objects per text, so their ids
-    mostly agree); :func:`_iso` then checks the correspondence in full."""
-    return (op.name, len(op.operands), len(op.regions),
-            tuple(r.type.name if isinstance(r.type, ScalarType) else id(r.type) for r in op.results))
+    """A cheap key for finding the period; :func:`_iso` then checks the correspondence in
+    full."""
+    return (op.name, len(op.operands), len(op.regions), tuple(_kind(r.type) for r in op.results))
+
+
+def _reshaped(a, b) -> bool:
+    """Types ``a`` and ``b`` differ in their static shape only."""
+    return type(a) is type(b) and isinstance(a, (TensorType, AccessTileType)) and \
+        _kind(a) == _kind(b) and all(isinstance(x, int) for x in a.shape + b.shape)
+
+
+def _tile_corner(op: Op):
+    """The lower corner of an access tile whose set is the box of its type's shape in identity
+    order (a ragged tile: groups differ in the box's extents only), else None."""
+    from .ops.ktdp import _tile_geometry
+    from . import affine
+
+    s = op.attrs["access_tile_set"]
+    box, _, identity, _ = _tile_geometry(s, op.attrs["access_tile_order"])
+    if box is None or not identity or s.num_syms:
+        return None
+    los = tuple(b.lo[1] if b.lo[0] == "c" else affine.eval_bound(b.lo, ()) for b in box)
+    ext = tuple(affine.eval_bound(b.hi, ()) - lo + 1 for b, lo in zip(box, los))
+    return los if ext == tuple(op.result.type.shape) else None
+
+
+def _same_splat(a: Op, b: Op) -> bool:
+    """Two dense splat constants of one value (their tensor types may differ in shape)."""
+    va, vb = a.attrs.get("value"), b.attrs.get("value")
+    return isinstance(va, DenseConstant) and isinstance(vb, DenseConstant) and va.splat and \
+        vb.splat and isinstance(a.result.type, TensorType) and \
+        _repr(va.values) == _repr(vb.values)
 
 
 def _period(sig: list[int]) -> tuple[int, int, int] | None:
@@ -100,21 +147,32 @@ def _period(sig: list[int]) -> tuple[int, int, int] | None:
     return None
 
 
-def _same_attrs(a: Op, b: Op, skip: str = "") -> bool:
+def _same_attrs(a: Op, b: Op, *skip: str) -> bool:
     """Equal attributes, compared by identity, else by printed form (parsed attribute objects
-    need not define ==)."""
+    need not define ==); the types an op's text spells out (``types``, ``in_types``, ...) may
+    differ in static shapes, as its operands' and results' types may."""
     if a.attrs.keys() != b.attrs.keys():
         return False
     for k, va in a.attrs.items():
         vb = b.attrs[k]
-        if k != skip and va is not vb and _repr(va) != _repr(vb):
+        if k not in skip and va is not vb and not _written_types_agree(va, vb) and \
+                _repr(va) != _repr(vb):
             return False
     return True
 
 
-def _iso(a: Op, b: Op, vmap: dict, differing: list, pos: int) -> bool:
+def _written_types_agree(x, y) -> bool:
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return len(x) == len(y) and bool(x) and all(_written_types_agree(p, q)
+                                                     for p, q in zip(x, y))
+    return isinstance(x, (TensorType, AccessTileType, ScalarType)) and (x == y or _reshaped(x, y))
+
+
+def _iso(a: Op, b: Op, vmap: dict, differing: list, pos: int, ragged: set) -> bool:
     """``a`` (group g) corresponds to ``b`` (group 0): same kind, attributes, nested bodies, and
-    operands mapped through ``vmap`` (group g value id -> group 0 value) or shared."""
+    operands mapped through ``vmap`` (group g value id -> group 0 value) or shared. A top-level
+    result may differ in its static shape (added to ``ragged`` as (pos, result index)) where the
+    op says nothing else about the shape: splat constants, box access tiles, shape-generic ops."""
     if a.name != b.name or len(a.operands) != len(b.operands) or \
             len(a.results) != len(b.results) or len(a.regions) != len(b.regions) or \
             {k: len(v) for k, v in a.groups.items()} != {k: len(v) for k, v in b.groups.items()}:
@@ -122,17 +180,26 @@ def _iso(a: Op, b: Op, vmap: dict, differing: list, pos: int) -> bool:
     for va, vb in zip(a.operands, b.operands):
         if vmap.get(id(va), va) is not vb:
             return False
-    for ra, rb in zip(a.results, b.results):
+    reshaped = False
+    for k, (ra, rb) in enumerate(zip(a.results, b.results)):
         if ra.type is not rb.type and str(ra.type) != str(rb.type):
-            return False
+            if pos < 0 or not _reshaped(ra.type, rb.type):
+                return False
+            ragged.add((pos, k))
+            reshaped = True
     if a.name == "arith.constant":
         va, vb = a.attrs.get("value"), b.attrs.get("value")
-        if va is not vb and _repr(va) != _repr(vb):
-            if pos < 0:
+        if va is not vb and _repr(va) != _repr(vb) and not (reshaped and _same_splat(a, b)):
+            if pos < 0 or reshaped:
                 return False  # a constant inside a nested body: not a per-group value
             if pos not in differing:
                 differing.append(pos)
         if not _same_attrs(a, b, "value"):
+            return False
+    elif reshaped and a.name == "ktdp.construct_access_tile":
+        corner = _tile_corner(a)
+        if corner is None or corner != _tile_corner(b) or \
+                not _same_attrs(a, b, "access_tile_set"):
             return False
     elif not _same_attrs(a, b):
         return False
@@ -146,7 +213,7 @@ def _iso(a: Op, b: Op, vmap: dict, differing: list, pos: int) -> bool:
                 return False
             for va, vb in zip(ba.args, bb.args):
                 vmap[id(va)] = vb
-            if not all(_iso(oa, ob, vmap, differing, -1) for oa, ob in zip(ba.ops, bb.ops)):
+            if not all(_iso(oa, ob, vmap, differing, -1, ragged) for oa, ob in zip(ba.ops, bb.ops)):
                 return False
     return True
 
@@ -242,10 +309,9 @@ def disjoint_at(prints: list[_Footprint], values: list, unit_bytes) -> bool:
 
 
 def find_repeats(fn: Function) -> Repeats | None:
-    """The repeated structure of a single-core function, or None (see the module docstring)."""
+    """The repeated structure of a function, or None (see the module docstring)."""
     ops = fn.body.block.ops
-    if fn.num_cores != 1 or len(ops) < _MIN_OPS or ops[-1].name != "return" or \
-            ops[-1].operands:
+    if len(ops) < _MIN_OPS or ops[-1].name != "return" or ops[-1].operands:
         return None
     body = ops[:-1]
     ids: dict = {}
@@ -256,11 +322,12 @@ def find_repeats(fn: Function) -> Repeats | None:
     start, period, count = found
     first = body[start:start + period]
     differing: list[int] = []
+    ragged: set = set()
     for g in range(1, count):
         vmap: dict = {}
         group = body[start + g * period:start + (g + 1) * period]
         for pos, (a, b) in enumerate(zip(group, first)):
-            if not _iso(a, b, vmap, differing, pos):
+            if not _iso(a, b, vmap, differing, pos, ragged):
                 return None
     # every value a group defines is used inside that group only
     group_of = {}
@@ -280,41 +347,67 @@ def find_repeats(fn: Function) -> Repeats | None:
     prints = _footprints(fn)
     if not _memory_is_independent(prints):
         return None
-    return Repeats(start, period, count, sorted(differing), prints)
+    shapes = {key: [tuple(body[start + g * period + key[0]].results[key[1]].type.shape)
+                    for g in range(count)] for key in sorted(ragged)}
+    template = _template(shapes, count)
+    if template is None:
+        return None
+    return Repeats(start, period, count, sorted(differing), prints, template, shapes)
+
+
+def _template(shapes: dict, count: int) -> int | None:
+    """A group whose every ragged value is at least as large as every other group's in every
+    dimension (the last one, usually), or None."""
+    for t in [count - 1] + list(range(count - 1)):
+        if all(all(x <= y for x, y in zip(s, per_group[t]))
+               for per_group in shapes.values() for s in per_group):
+            return t
+    return None
 
 
 def is_candidate(c, fn: Function) -> bool:
-    """Cheap pre-check: a single-core function on the numpy back end, long enough to hold
-    repeats worth the analysis."""
-    return c.xp.name == "numpy" and fn.num_cores == 1 and len(fn.body.block.ops) >= _MIN_OPS
+    """Cheap pre-check: a function on the numpy back end, long enough to hold repeats worth the
+    analysis."""
+    return c.xp.name == "numpy" and len(fn.body.block.ops) >= _MIN_OPS
 
 
 def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
-    """``fn``'s repeats side by side, or None. ``c_plain``: the compiler of the plain plan (it
-    holds every group's folded constants)."""
+    """``fn``'s repeats side by side, on every core of its grid at once, or None. ``c_plain``:
+    the compiler of the plain plan (it holds every group's folded constants)."""
     from .compile import Compiler
+    from .ops.linalg import uses_native
+    from .ragged_steps import Unsupported, masked_ops, ragged_dims, shareable
     from .stacked import _Builder, restack, varying_values
 
-    if c_plain.xp.name != "numpy" or c_plain.lx_faults:
+    if c_plain.xp.name != "numpy" or c_plain.lx_faults or not is_candidate(c_plain, fn):
         return None
     rep = find_repeats(fn)
     if rep is None:
         return None
-    body = fn.body.block.ops[:-1]
+    C, G = fn.num_cores, rep.count
+    if C > 1 and any(f.space != "hbm" for f in rep.footprints):
+        return None  # each core's own LX: not one address space across the virtual cores
+    block = fn.body.block
+    body = block.ops[:-1]
+    at = rep.start + rep.template * rep.period
+    indices = list(range(rep.start)) + list(range(at, at + rep.period))
     prefix = body[:rep.start]
-    first = body[rep.start:rep.start + rep.period]
+    template = body[at:at + rep.period]
     c = Compiler(c_plain.machine, fn)
     arg_slots = [c.slot(a) for a in fn.args]
     seeds, preset = set(), {}
     for pos in rep.differing:
-        op = first[pos]
+        op = template[pos]
         values = []
-        for g in range(rep.count):
+        for g in range(G):
             twin = body[rep.start + g * rep.period + pos]
             if not c_plain.is_const(twin.result):
                 return None
             values.append(c_plain.const(twin.result))
-        stacked = restack(values, op.result.type)
+        per_group = restack(values, op.result.type)
+        if not isinstance(per_group, np.ndarray):
+            return None
+        stacked = np.concatenate([per_group] * C)  # virtual core v: group v % G of core v // G
         stacked.flags.writeable = False
         slot = c.slot(op.result)
 
@@ -324,25 +417,45 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
         step.op = op
         preset[id(op)] = step
         seeds.add(id(op.result))
-    for i, op in enumerate(prefix + first):  # body[0 : start + period]
+    for i, op in zip(indices, prefix + template):
         if id(op) in preset:
             c.step_of[id(op)] = preset[id(op)]
             continue
-        c.where = (fn.body.block, i)
+        c.where = (block, i)
         step = c.builders[op.name](c, op)
         if step is not None:
             step.op = op
         c.step_of[id(op)] = step
-    vary_ids = varying_values(fn, seeds=seeds, ops=prefix + first)
-    b = _Builder(c, rep.count, (rep.count, 1, 1), vary_ids)
+    ragged = {}
+    for (pos, k), shapes in rep.ragged.items():
+        v = template[pos].results[k]
+        ragged[id(v)] = {d: np.asarray(ext * C, np.int64) for d, ext in ragged_dims(shapes).items()}
+    # a padded value is the same for every group where its inputs are; what differs is where its
+    # valid part ends, which only the masked ops see: their results vary
+    for op in masked_ops(template, ragged):
+        seeds.update(id(r) for r in op.results)
+    ops = prefix + template
+    core_seeds = {id(r) for op in prefix for r in op.results
+                  if op.name == "ktdp.get_compute_tile_id"} if C > 1 else set()
+    vary_ids = varying_values(fn, seeds=seeds | core_seeds, ops=ops)
+    b = _Builder(c, C * G, fn.grid, vary_ids)
     b.preset = preset
-    steps = [s for s in (b.op(op) for op in prefix + first) if s is not None]
+    b.core_of = np.repeat(np.arange(C, dtype=np.int64), G)
+    b.ragged = ragged
+    if core_seeds:  # values that differ between cores but not between a core's groups
+        invariant = varying_values(fn, seeds=core_seeds, ops=ops) - \
+            varying_values(fn, seeds=seeds, ops=ops)
+        b.shared = shareable(ops, invariant, lambda op: uses_native(c, op))
+    try:
+        steps = [s for s in (b.op(op) for op in ops) if s is not None]
+    except Unsupported:
+        return None
     if b.native == 0:
         return None
     plan = b.finish(steps)
-    template = [None] * c.n_slots
+    slot_template = [None] * c.n_slots
     for s, v in c.consts.items():
-        template[s] = c.xp.from_const(v)
+        slot_template[s] = c.xp.from_const(v)
     machine = c_plain.machine
     prints = rep.footprints
     seen: dict = {}
@@ -356,4 +469,4 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
             ok = seen[key] = disjoint_at(prints, values, machine.unit_bytes)
         return ok
 
-    return Rerolled(plan, template, arg_slots, disjoint, c.slots, prefix + first)
+    return Rerolled(plan, slot_template, arg_slots, disjoint, c.slots, ops, b.core_of)

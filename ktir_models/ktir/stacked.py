@@ -222,6 +222,11 @@ class _Builder:
         self.native = 0
         self.fallback = 0
         self.preset: dict = {}  # id(op) -> a step to use as it is (reroll.py's group constants)
+        self.core_of = np.arange(C, dtype=np.int64)  # the real core of each (virtual) core
+        # reroll.py's ragged groups: id(value) -> {dimension: per-core valid extent [C]}, and
+        # the ids of the values it holds once per real core (ragged_steps.Shared)
+        self.ragged: dict = {}
+        self.shared: set = set()
 
     def varies(self, v) -> bool:
         return id(v) in self.vary_ids
@@ -278,6 +283,16 @@ class _Builder:
         plain = c.step_of.get(id(op))
         if plain is None:
             return None  # folded at compile time, or a terminator read by its parent
+        if (self.ragged or self.shared) and \
+                any(id(v) in self.ragged or id(v) in self.shared for v in _involved(op)):
+            from .ragged_steps import ragged_step
+
+            return ragged_step(self, op, plain)
+        return self.stacked_step(op, plain)
+
+    def stacked_step(self, op: Op, plain):
+        """``op``'s step over the stacked env: once when nothing it touches varies, else its
+        stacked form when it has one, else core by core."""
         if not any(self.varies(v) for v in _involved(op)):
             return self.uniform(op, plain)  # the same on every core: run once
         native = None

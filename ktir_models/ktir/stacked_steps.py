@@ -70,7 +70,7 @@ def _matmul(b, op, plain):
 @native("ktdp.get_compute_tile_id")
 def _tile_id(b, op, plain):
     X, Y, _ = b.grid
-    cores = np.arange(b.C, dtype=np.int64)
+    cores = b.core_of
     coords = [cores % X, (cores // X) % Y, cores // (X * Y)]
     slots = [b.c.slot(r) for r in op.results]
     for a in coords:
@@ -358,6 +358,22 @@ def _block(a: _Access, C: int, ext: tuple, writeable: bool):
                        writeable=writeable)
 
 
+def read_boxes(cache: dict, st: StackedTile, hbm, C: int):
+    """(the [C, ...] data of ``st``'s boxes in tile order: a read-only view of memory where the
+    boxes lie in progression, else a fresh copy; their region). Raises _Fallback for what the
+    per-core path must decide or report (:func:`_access`), and for regions with a written-mask."""
+    region = st.view.region
+    if region is None or region.mask is not None:
+        raise _Fallback
+    a = _access(cache, st, hbm)
+    data = _block(a, C, st.ext, False)
+    if data is None:
+        data = _gathered(a)
+    if st.perm is not None:
+        data = data.transpose((0,) + tuple(p + 1 for p in st.perm))
+    return data, region
+
+
 @native("ktdp.load")
 def _load(b, op, plain):
     from .ops.ktdp import _only_matmul_users, f32_key, feeds_native_matmuls
@@ -376,17 +392,7 @@ def _load(b, op, plain):
     F32 = np.dtype(np.float32)
 
     def values(st):
-        view = st.view
-        region = view.region
-        if region is None or region.mask is not None:
-            raise _Fallback
-        a = _access(cache, st, hbm)
-        data = _block(a, C, st.ext, False)
-        if data is None:
-            data = _gathered(a)
-        if st.perm is not None:
-            data = data.transpose((0,) + tuple(p + 1 for p in st.perm))
-        return data, region
+        return read_boxes(cache, st, hbm, C)
 
     def placed(senv):
         """For tapes: (tile, access, one strided block of all boxes or None, the permutation
