@@ -269,6 +269,7 @@ class Plan:
         # grids, reroll.py for unrolled repeats): the analysis costs about what one run saves,
         # so a function run once never pays it
         self._tier_from = None
+        self._stack_from = None  # the same, for a rerolled grid's stacked form (built on need)
         self._runs = 0
         self._contexts: dict = {}  # "stacked"/"rerolled" -> slot 0 of its env (stacked.Contexts)
         # tapes (tape.py): runs repeating the previous run's arguments replay the recorded data
@@ -320,16 +321,19 @@ class Plan:
         return out
 
     def _tier_up(self) -> None:
-        """Build the batched form: the grid stacked by core, or a single core's unrolled repeats
-        side by side; None where the function has none."""
+        """Build the batched form: the function's unrolled repeats side by side (on every core of
+        its grid at once), else the grid stacked by core; None where the function has neither."""
         from .reroll import compile_rerolled
         from .stacked import compile_stacked
 
         compiler, self._tier_from = self._tier_from, None
         c, fn = self._c, self.fn
         c.rerolled = compile_rerolled(compiler, fn)
-        if fn.num_cores > 1:  # also for the runs whose addresses keep the repeats apart
-            c.stacked = compile_stacked(compiler, fn)
+        if fn.num_cores > 1:
+            if c.rerolled is None:
+                c.stacked = compile_stacked(compiler, fn)
+            else:  # for runs whose addresses bring the groups together, built at the first
+                self._stack_from = compiler
         if len(c.template) < compiler.n_slots:  # slots made by the batched form start empty
             c.template.extend([None] * (compiler.n_slots - len(c.template)))
 
@@ -358,6 +362,13 @@ class Plan:
                 return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)
             except EmulationFault:
                 pass  # rerun (reroll.py: same bytes), which locates the fault exactly
+        if self._stack_from is not None and machine.grid_batching:
+            from .stacked import compile_stacked
+
+            compiler, self._stack_from = self._stack_from, None
+            c.stacked = compile_stacked(compiler, fn)
+            if len(c.template) < compiler.n_slots:
+                c.template.extend([None] * (compiler.n_slots - len(c.template)))
         if n > 1 and c.stacked is not None and machine.grid_batching:
             self._run_stacked("stacked", c.stacked, c.template, c.arg_slots, values)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)

@@ -155,8 +155,8 @@ def _same_attrs(a: Op, b: Op, *skip: str) -> bool:
         return False
     for k, va in a.attrs.items():
         vb = b.attrs[k]
-        if k not in skip and va is not vb and not _written_types_agree(va, vb) and \
-                _repr(va) != _repr(vb):
+        if k not in skip and va is not vb and _repr(va) != _repr(vb) and \
+                not _written_types_agree(va, vb):
             return False
     return True
 
