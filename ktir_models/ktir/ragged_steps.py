@@ -311,6 +311,7 @@ def _matmul(b: _Builder, op: Op, plain):
 
 
 def _reduce(b: _Builder, op: Op, plain):
+    from .ops.arith import coerce
     from .ops.linalg import _REDUCERS, _accumulator, _body_combiner, _fast_reduce
 
     (x,), (init,) = op.groups["ins"], op.groups["outs"]
@@ -327,7 +328,6 @@ def _reduce(b: _Builder, op: Op, plain):
     t = op.result.type
     acc_t = _accumulator(x.type.dtype, xp)
     sdims = tuple(d + 1 for d in dims)
-    init_varies = b.varies(init)
     if kind in _PAD:
         pad = x.type.dtype.type(_PAD[kind])
         masks = [m for m, d in _masks(b, x) if d in dims]
@@ -353,12 +353,10 @@ def _reduce(b: _Builder, op: Op, plain):
 
         def step(senv):
             v = _stacked_value(b, senv, x, ix)
-            i0 = senv[iinit]
-            out = np.empty(shape, t.dtype)
-            for g, cut in enumerate(cuts):
-                out[cut[0]] = _fast_reduce(kind, v[cut], sdims, i0[cut[0]] if init_varies else i0,
-                                           t, acc_t, xp)
-            senv[ir] = out
+            sums = np.empty(shape, acc_t)
+            for cut in cuts:  # as _fast_reduce sums, group by group
+                np.add.reduce(v[cut], axis=sdims, dtype=acc_t, out=sums[cut[0]])
+            senv[ir] = coerce(xp.add(sums, xp.astype(senv[iinit], acc_t)), t, xp)
     else:
         raise Unsupported(f"a {kind} over a ragged dimension")
     step.op = op

@@ -531,7 +531,13 @@ def _store(b, op, plain):
         a = _access(cache, st, hbm)
         if a.disjoint is None:
             a.disjoint = _disjoint(a)
-        return st, region, a, (_block(a, C, st.ext, True) if a.disjoint else None)
+        block = None
+        if a.disjoint:
+            block = _block(a, C, st.ext, True)
+            if block is None and a.grouped is not None:  # [C/g, g, *ext], written in one go
+                first = a.view.nd[a.slices[0]]
+                block = _as_strided(first, shape=a.grouped.shape, strides=a.grouped.strides)
+        return st, region, a, block
 
     def write(senv, st, region, a, block):
         v = senv[iv]
@@ -546,7 +552,7 @@ def _store(b, op, plain):
             for k, s in enumerate(a.slices):
                 nd[s] = v[k]
         else:
-            block[...] = v
+            block[...] = v.reshape(block.shape)
         region.version += 1
 
     def step(senv):

@@ -108,11 +108,42 @@ def test_f16_binary_op_shapes_and_what_stays_on_numpy():
         got = f16_convert.binop("multiply", a, b)
         assert got.shape == shape
         np.testing.assert_array_equal(got, (a.astype(np.float32) * b).astype(np.float16))
-    a = RNG.standard_normal((9, 1, 64)).astype(np.float16)
-    assert f16_convert.binop("add", a, a[:, :, :1]) is None  # broadcasting: numpy
-    assert f16_convert.binop("add", a[:, :, ::2], a[:, :, ::2]) is None  # not contiguous
+    # broadcast operands and strided views are made contiguous first
+    a = RNG.standard_normal((40, 1, 64)).astype(np.float16)
+    b = RNG.standard_normal((1, 64)).astype(np.float16)
+    b[0, 3], b[0, 5], a[7, 0, 9] = np.inf, np.nan, -np.inf
+    for x, y in [(a, b), (b, a), (a, a[:, :, :1]), (a[:, :, ::2], a[:, :, 1::2]),
+                 (a.transpose(2, 1, 0), a[:1].transpose(2, 1, 0))]:
+        with np.errstate(all="ignore"):
+            expected = np.subtract(x, y, dtype=np.float32).astype(np.float16)
+        got = f16_convert.binop("subtract", x, y)
+        assert got is not None and got.shape == expected.shape
+        np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16))
+    assert f16_convert.binop("add", a, a[:3]) is None  # shapes that do not broadcast
     assert f16_convert.binop("add", a[:1, :, :8], a[:1, :, :8]) is None  # small
     assert f16_convert.binop("add", a.astype(np.float32), a.astype(np.float32)) is None
+
+
+def test_f16_max_and_min_reductions_select_numpys_values():
+    """linalg.reduce max/min of large f16 operands widen natively and reduce in f32: the value
+    selected is numpy's float16 one (NaN rows stay NaN; maxnumf/minnumf skip NaN)."""
+    from ktir_models.ktir.backends import make_backend
+    from ktir_models.ktir.ir import TensorType
+    from ktir_models.ktir.ops.linalg import _fast_reduce
+
+    xp = make_backend("numpy")
+    x = (RNG.standard_normal((40, 3, 64)) * 100).astype(np.float16)
+    x[1, 2, 5] = np.nan
+    x[2, 0, :] = -np.inf
+    x[3, 1, 7] = np.inf
+    init = np.full((40, 3), -np.inf, np.float16)
+    t = TensorType((40, 3), "f16")
+    for kind, ufunc in [("max", np.maximum), ("min", np.minimum), ("nanmax", np.fmax),
+                        ("nanmin", np.fmin)]:
+        got = _fast_reduce(kind, x, (2,), init, t, np.float32, xp)
+        expected = ufunc(ufunc.reduce(x, axis=2), init)
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, expected, err_msg=kind)
 
 
 def test_f16_all_finite_finds_every_inf_and_nan():
