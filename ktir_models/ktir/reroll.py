@@ -3,9 +3,15 @@
 Emitted single-core kernels often unroll a loop by hand: the scratchy decode attention node is a
 prefix (views, shared constants, the mask load) followed by 9 copies of one head's ~68 ops that
 differ only in a few ``arith.constant`` values (the head's columns). :func:`find_repeats` finds
-such a structure; :func:`compile_rerolled` then compiles the prefix and the *first* group with
+such a structure; :func:`compile_rerolled` then compiles the prefix and one group with
 those differing constants as per-group values [N], and builds stacked steps (stacked.py) over N
 "virtual cores", one per group: every head in one pass of ~68 steps instead of ~600.
+
+The same holds on a grid: virtual core v runs group v % G of core v // G, so the 9-core scratchy
+prefill attention runs its 9 heads x 32 unrolled rows as 288 virtual cores. Groups may also differ
+in the static shapes of their tensors and tiles (row r of that attention reads r + 1 keys): then
+the template group is the one with the largest shapes, run on padded values under the rules of
+ragged_steps.py, which declines whatever padding could change.
 
 The analysis costs a few milliseconds per long kernel (~5 ms for the 629-op smollm2 attention,
 more than one run saves), so a plan does it at its *second* run (compile.Plan.run): a program run
@@ -14,9 +20,10 @@ once never pays, one run again and again (passes, generation) pays once.
 Accepted only when running the groups side by side cannot change a byte:
 
 * the top level is ``prefix + N groups + terminator``; group g's ops correspond one to one to
-  group 0's (same op kinds, types, attributes, nested bodies), and every operand is either the
-  corresponding value of the same group or the *same* value from the prefix;
-* only constants may differ between groups, and no value of a group is used outside it;
+  group 0's (same op kinds, types up to static shapes, attributes, nested bodies), and every
+  operand is either the corresponding value of the same group or the *same* value from the prefix;
+* only constants and static shapes may differ between groups, and no value of a group is used
+  outside it;
 * no byte that any op stores to lies in a view that any op loads from, so no group reads what the
   prefix, another group or itself wrote, and running the function again writes the same bytes: a
   fault raised by the rerolled run is reported by rerunning the plain plan, which locates it at

@@ -250,3 +250,46 @@ def test_ragged_sums_keep_each_rows_own_summation_order():
         padded[r, :r + 1] = x[r, :r + 1]
     zero_padded = padded.sum(axis=1, dtype=np.float32).astype(np.float16)
     assert (bits(zero_padded) != bits(outs[1])).any(), "the data no longer tell the orders apart"
+
+
+def test_a_grid_whose_output_aliases_an_input_runs_stacked():
+    """Rows store o[r] into the buffer q is read from: the rerolled run needs its loads and
+    stores apart, so that run builds and takes the stacked form, with the plain plan's bytes."""
+    R, cores = 6, 2
+    fn = attention(R, cores)
+    x = qkv(R, cores)
+    results, plans = [], []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bufs = {n: m.hbm.allocate_from(a.copy(), name=n) for n, a in x.items()}
+        bp = m.hbm.allocate((R, R), "float16", name="p")
+        plan = m.compile(fn)
+        for _ in range(3):
+            bufs["q"].write(x["q"])
+            plan.run([bufs["q"].address, bufs["k"].address, bufs["v"].address,
+                      bufs["q"].address, bp.address])
+        results.append(bufs["q"].read())
+        plans.append(plan)
+    assert plans[0]._c.rerolled is not None and plans[0]._c.stacked is not None
+    np.testing.assert_array_equal(bits(results[0]), bits(results[1]))
+
+
+def test_a_fault_in_a_rerolled_grid_is_located_as_in_the_plain_run():
+    """The value buffer was never written: the fault names the same op and core either way."""
+    R, cores = 5, 3
+    fn = attention(R, cores)
+    x = qkv(R, cores)
+    messages = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bufs = {n: m.hbm.allocate_from(x[n].copy(), name=n) for n in "qk"}
+        bufs["v"] = m.hbm.allocate((R, cores * D), "float16", name="v")
+        bufs["o"] = m.hbm.allocate((R, cores * D), "float16", name="o")
+        bufs["p"] = m.hbm.allocate((R, R), "float16", name="p")
+        plan = m.compile(fn)
+        for _ in range(3):  # plain, then rerolled (which fails and hands over), then again
+            with pytest.raises(ktir.EmulationFault) as info:
+                plan.run([bufs[n].address for n in ("q", "k", "v", "o", "p")])
+            messages.append(str(info.value))
+        assert (plan._c.rerolled is not None) == batched
+    assert len(set(messages)) == 1 and "never-written" in messages[0], messages
