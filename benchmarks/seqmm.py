@@ -8,6 +8,7 @@ decode step does (the weights of a real model do not fit in cache).
     python benchmarks/seqmm.py [--reps 5] [--mb 80]
     KTIR_MODELS_NATIVE=avx2 python benchmarks/seqmm.py   # the AVX2 path on an AVX-512 machine
     python benchmarks/seqmm.py --decode [--mb 400]       # GB/s of smollm2-135m's decode GEMVs
+    python benchmarks/seqmm.py --lm-head [--reps 5]      # the scratchy prefill lm_head K-loop
 
 Prints microseconds per call (best of --reps rounds) and the ratio BLAS / kernel (> 1: the
 kernel is faster). ``--decode`` instead streams the decode calls of a smollm2-135m pass as the
@@ -16,6 +17,13 @@ MB of weights (more than the L3 of the dev VM, 300 MB) and prints the weight byt
 second, median of --reps rounds, next to a plain read of a large array with the same thread
 counts, measured in the same run: a VM's memory bandwidth moves by +-30% from minute to minute
 (and a second vCPU sometimes adds none), so only same-run ratios mean anything.
+
+``--lm-head`` times the scratchy smollm2-135m prefill lm_head (node451.mlir) as the stacked tape
+calls the kernel: the 32 cores' A rows as one [1, 32, 576] row block (row stride 576, shared over
+c), each of the three [1, 16384, 576] slices of the [49152, 576] f16 weight (transpose_b), a
+zero f16 accumulator given, trips=144 x kb=4, f16 partials and accumulator; next to the same
+problem as one trip (kb=576), as 9 x 64 (node10's blocking), and torch / numpy f32 matmuls of the
+same shapes. Prints ms per call and GMAC/s (best of --reps passes over the three slices).
 """
 
 from __future__ import annotations
@@ -165,6 +173,46 @@ def run_decode(reps: int, mb: float) -> None:
     print(f"{'plain read (same run)':24s} {_read_bandwidth(1):10.1f} {_read_bandwidth(2):10.1f}")
 
 
+def _lm_head_rows(reps: int, threads: int) -> list[tuple[str, float]]:
+    """(label, best seconds per call) for the lm_head cases (see the module docstring)."""
+    M, N, K, parts = 32, 16384, 576, 3
+    rng = np.random.default_rng(1)
+    weight = (rng.standard_normal((parts * N, K)) * 0.05).astype(np.float16)
+    slices = [weight[i * N:(i + 1) * N][None] for i in range(parts)]          # [1, N, K] views
+    a_mem = rng.standard_normal((M, K)).astype(np.float16)
+    a = np.lib.stride_tricks.as_strided(a_mem, shape=(1, M, K),
+                                        strides=(0,) + a_mem.strides)          # the tape's rows
+    acc = np.zeros((1, M, N), np.float16)
+    rows = []
+    for trips, kb in [(144, 4), (9, 64), (1, 576)]:
+        kw = dict(trips=trips, kb=kb, transpose_b=True, part_dtype=np.float16,
+                  acc_dtype=np.float16, threads=threads)
+        rows.append((f"kloop {trips}x{kb} f16/f16, {threads}T",
+                     _best(lambda b: seqmm.kloop(a, b, acc, **kw), slices, reps) * 1e-6))
+    a32 = a_mem.astype(np.float32)
+    w32 = [b[0].astype(np.float32) for b in slices]
+    rows.append(("numpy f32 matmul A @ B^T", _best(lambda b: a32 @ b.T, w32, reps) * 1e-6))
+    try:
+        import torch
+    except ImportError:
+        return rows
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    at = torch.from_numpy(a32)
+    wt = [torch.from_numpy(b) for b in w32]
+    rows.append((f"torch f32 matmul A @ B^T, {threads}T", _best(lambda b: at @ b.T, wt, reps) * 1e-6))
+    torch.set_num_threads(before)
+    return rows
+
+
+def run_lm_head(reps: int) -> None:
+    macs = 32 * 16384 * 576
+    print(f"lm_head [32 x 576] @ [16384 x 576]^T per call ({macs / 1e6:.0f} M MACs), best of {reps}")
+    for threads in (1, 2):
+        for label, sec in _lm_head_rows(reps, threads):
+            print(f"  {label:36s} {sec * 1e3:8.2f} ms {macs / sec / 1e9:8.1f} GMAC/s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="timed rounds per case (best is kept)")
@@ -172,9 +220,14 @@ def main() -> None:
                     help="f16 weight bytes cycled per case (MB; default 80, --decode 400)")
     ap.add_argument("--decode", action="store_true",
                     help="GB/s of smollm2-135m's decode GEMVs streamed from memory instead")
+    ap.add_argument("--lm-head", action="store_true",
+                    help="the scratchy prefill lm_head K-loop (trips=144, kb=4) instead")
     args = ap.parse_args()
     if not seqmm.available():
         raise SystemExit(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    if args.lm_head:
+        run_lm_head(args.reps)
+        return
     if args.decode:
         run_decode(args.reps, 400.0 if args.mb is None else args.mb)
         return
@@ -183,7 +236,7 @@ def main() -> None:
     lib = loaded.lib
     lib.seqmm_simd_level.argtypes = [ctypes.c_int]
     lib.seqmm_simd_level.restype = ctypes.c_int
-    path = ("portable C", "AVX2+FMA+F16C", "AVX-512")[lib.seqmm_simd_level(loaded.force)]
+    path = ("portable C", "AVX2+FMA+F16C", "AVX-512", "AVX-512 with FP16")[lib.seqmm_simd_level(loaded.force)]
     print(f"seqmm kernel path: {path}; times in us per call (best of {args.reps})")
     print(f"{'case':44s} {'wts':>4s} {'kern 1T':>9s} {'kern 2T':>9s} {'BLAS part':>10s} "
           f"{'BLAS+chain':>10s} {'ratio':>8s}")

@@ -169,18 +169,20 @@ needs_native = pytest.mark.skipif(not seqmm.available(),
 
 
 def _simd_level(force: int) -> int:
-    """The path the kernel runs under a cap: 0 portable, 1 AVX2+FMA+F16C, 2 AVX-512."""
+    """The path the kernel runs under a cap: 0 portable, 1 AVX2+FMA+F16C, 2 AVX-512, 3 AVX-512
+    with AVX512-FP16 (f16 chains closed by f16 adds; nt with 16+ rows in the m-vector layout)."""
     lib = seqmm._library().lib
     lib.seqmm_simd_level.argtypes = [ctypes.c_int]
     lib.seqmm_simd_level.restype = ctypes.c_int
     return lib.seqmm_simd_level(force)
 
 
-@pytest.fixture(params=["default", "avx2", "portable"])
+@pytest.fixture(params=["default", "avx512", "avx2", "portable"])
 def path(request, monkeypatch):
-    """The kernel's default path (AVX-512, else AVX2/F16C, where the CPU has it), its AVX2 path
-    (KTIR_MODELS_NATIVE=avx2) and its portable C path. On a CPU without AVX-512 the first two
-    are the same path; without AVX2 all three are the portable one."""
+    """The kernel's default path (AVX-512 with FP16, else AVX-512, else AVX2/F16C, where the CPU
+    has it), its AVX-512 path without FP16 (KTIR_MODELS_NATIVE=avx512), its AVX2 path
+    (KTIR_MODELS_NATIVE=avx2) and its portable C path. Where the CPU lacks a level, the capped
+    paths are the same as the next lower one."""
     if request.param != "default":
         monkeypatch.setenv("KTIR_MODELS_NATIVE", request.param)
     seqmm._reset()
@@ -387,11 +389,13 @@ def test_kernel_argument_errors():
 
 @needs_native
 def test_path_caps():
-    """KTIR_MODELS_NATIVE=portable / avx2 cap the path; the default is the best the CPU has."""
+    """KTIR_MODELS_NATIVE=portable / avx2 / avx512 cap the path; the default is the best the CPU
+    has."""
     best = _simd_level(0)
-    assert best in (0, 1, 2)
+    assert best in (0, 1, 2, 3)
     assert _simd_level(1) == 0
     assert _simd_level(2) == min(best, 1)
+    assert _simd_level(3) == min(best, 2)
     assert (best > 0) == bool(seqmm._library().lib.seqmm_has_simd())
 
 

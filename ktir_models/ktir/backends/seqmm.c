@@ -54,6 +54,16 @@
 #else
 #define SEQMM_X86 0
 #endif
+/* the AVX512-FP16 closing of f16 chains needs the ISA's intrinsics without -m flags (GCC 12+,
+   clang 15+: immintrin.h then includes them, defining these guards); otherwise the library is
+   built without it (the other paths are unchanged) */
+#if SEQMM_X86 && !defined(SEQMM_NO_FP16) && \
+    ((defined(__AVX512FP16INTRIN_H_INCLUDED) && defined(__AVX512FP16VLINTRIN_H_INCLUDED)) || \
+     (defined(__AVX512FP16INTRIN_H) && defined(__AVX512VLFP16INTRIN_H)))
+#define SEQMM_FP16 1
+#else
+#define SEQMM_FP16 0
+#endif
 
 #define KS 16          /* k's per slab (portable and AVX2 paths; the AVX-512 path: KS512 = 32) */
 #define KS_MAX 32      /* slab buffers' rows */
@@ -98,6 +108,9 @@
 #endif
 /* (NC_NN, NC_NT, PF_SLABS, PF_HINT: measured on the 2-core dev machine; -D overrides for tuning) */
 #define MR_MAX 6       /* rows per micro-kernel tile */
+#ifndef MVEC_MIN_ROWS
+#define MVEC_MIN_ROWS 16  /* rows from which nt with f16 part and acc uses the m-vector layout (FP16) */
+#endif
 /* the micro-kernel's accumulators must live in registers: fully unroll its small fixed loops */
 #if defined(__clang__)
 #define UNROLL _Pragma("unroll")
@@ -156,7 +169,11 @@ typedef struct {
     const uint16_t *b; ptrdiff_t sbc, sbo;   /* nn: b[c*sbc + k*sbo + n]; nt: b[c*sbc + n*sbo + k] */
     void *out;                               /* [C, M, N] contiguous, f16 or f32 */
     ptrdiff_t C, M, N, K, trips, kb;
-    int nt, part16, acc16, acc_given, simd;
+    int nt, part16, acc16, acc_given, simd;  /* simd: 0 portable, 1 AVX2, 2 AVX-512 */
+    int fp16;                                /* AVX-512 with AVX512-FP16: f16 chains close natively */
+    int mvec;                                /* nt, f16 part and acc, many rows: the m-vector layout
+                                                (see slab_mvec); then mp = M rounded up to 16 */
+    ptrdiff_t mp;
     ptrdiff_t nc, ncp, chunks;               /* item width, padded width, items per c */
     ptrdiff_t items;                         /* C * chunks */
     ptrdiff_t *claimed;                      /* items handed out so far (atomic; see run_part) */
@@ -219,6 +236,8 @@ typedef struct {
     uint16_t *slab16; /* [KS][ncp] f16 weights of one slab (transposed for nt) */
     float *s;      /* [M][ncp] partials that span slabs */
     float *r;      /* [M][ncp] the chained accumulator (values of acc dtype, or the first partial) */
+    float *at;     /* the m-vector layout (j->mvec): [K][mp] the current c's a, transposed, in f32;
+                      slab is then [ncp][KS512] (n-major), s and r [ncp][mp] */
     ptrdiff_t cur_c;
     ahead_t ah;    /* the next item's prefetch */
 } scratch_t;
@@ -621,6 +640,343 @@ SIMD512_INLINE void tile512(const int MR, const int NV, const int W, const float
             UNROLL for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + i * ncp + 16 * v, acc[i][v]);
 }
 
+#if SEQMM_FP16
+/* ---------------------------------------------------------------- AVX512-FP16 closing (f16 part, f16 acc)
+ * Closing a trip costs tile512 two f16 round trips per 16 outputs (vcvtps2ph + vcvtph2ps, 2 uops
+ * each on the two vector ports) plus a load, an add and a store of r, against kb FMAs: at kb = 4
+ * (the scratchy prefill lm_head) 13 port uops per 64 multiply-adds, mostly rounding. With
+ * AVX512-FP16 the chained sum is one f16 add: round(f16, f32(r) + f32(p)) of two f16 values
+ * equals the correctly rounded f16 sum r + p (f32 carries 24 >= 2 * 11 + 2 bits, so the double
+ * rounding is innocuous; a sum below 2^-14 is exact in f32; overflow, infinities, NaN and signed
+ * zeros come out the same), and FP16 instructions ignore DAZ/FTZ like the definition. So r stays
+ * in registers as f16 across the slab's trips, a close is vcvtps2ph + vaddph (3 uops), and the
+ * f32 r buffer (whose values are all f16 values: the conversions are exact) is read and written
+ * once per tile and slab. */
+#define SIMD512H_INLINE static inline __attribute__((always_inline, target("avx512fp16,avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define SIMD512H_FN __attribute__((target("avx512fp16,avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define MRH_MAX 8
+
+/* one k of a tile512h tile: acc += a * w (onto +0 when the k opens its trip) */
+SIMD512H_INLINE void h_step(const int MR, const int NV, const int W, __m512 acc[MRH_MAX][8], const float *a32,
+                            ptrdiff_t K, ptrdiff_t k, const void *wp, ptrdiff_t ws, ptrdiff_t kk, int opens) {
+    __m512 wv[8];
+    UNROLL for (int v = 0; v < NV; v++)
+        wv[v] = W == 2 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)wp + v * PANEL + PANEL_POS(kk))))
+              : W == 1 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)wp + kk * ws + 16 * v)))
+                       : _mm512_loadu_ps((const float *)wp + kk * ws + 16 * v);
+    UNROLL for (int i = 0; i < MR; i++) {
+        __m512 av = _mm512_set1_ps(a32[i * K + k]);
+        UNROLL for (int v = 0; v < NV; v++)
+            acc[i][v] = _mm512_fmadd_ps(av, wv[v], opens ? _mm512_setzero_ps() : acc[i][v]);
+    }
+}
+
+/* a trip's end: r = p (the first partial, no acc) or r = f16(r + p), p = f16(the partial) */
+SIMD512H_INLINE void h_close(const int MR, const int NV, __m512 acc[MRH_MAX][8], __m256h rh[MRH_MAX][8], int have_r) {
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int v = 0; v < NV; v++) {
+            __m256h p = _mm256_castsi256_ph(_mm512_cvtps_ph(acc[i][v], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            rh[i][v] = have_r ? _mm256_add_ph(rh[i][v], p) : p;
+        }
+}
+
+/* tile512 for part16 = acc16 = 1: rows [0, MR) x columns [0, 16*NV), weights as in tile512.
+   KBC > 0: kb == KBC divides the slab's k's and k0 (every trip lies inside the slab), so each
+   trip is one unrolled run of KBC k's and nothing waits in s. */
+SIMD512H_INLINE void tile512h(const int MR, const int NV, const int W, const int KBC, const float *a32, ptrdiff_t K,
+                              const void *wp, ptrdiff_t ws, float *s, float *r, ptrdiff_t ncp,
+                              ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t kb, int acc_given) {
+    __m512 acc[MRH_MAX][8];
+    __m256h rh[MRH_MAX][8];
+    ptrdiff_t in_trip = KBC ? 0 : k0 % kb;
+    int have_r = acc_given || k0 / kb > 0;   /* r holds a value (else the next close sets it) */
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int v = 0; v < NV; v++) {
+            acc[i][v] = in_trip ? _mm512_loadu_ps(s + i * ncp + 16 * v) : _mm512_setzero_ps();
+            rh[i][v] = have_r ? _mm256_castsi256_ph(_mm512_cvtps_ph(_mm512_loadu_ps(r + i * ncp + 16 * v),
+                                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+                              : _mm256_setzero_ph();
+        }
+    int closed = 0;
+    if (KBC) {
+        for (ptrdiff_t kk = 0; kk < ks; kk += KBC) {
+            UNROLL for (int q = 0; q < KBC; q++) h_step(MR, NV, W, acc, a32, K, k0 + kk + q, wp, ws, kk + q, q == 0);
+            h_close(MR, NV, acc, rh, have_r);
+            have_r = closed = 1;
+        }
+    } else {
+        for (ptrdiff_t kk = 0; kk < ks;) {
+            ptrdiff_t end = kk + (kb - in_trip < ks - kk ? kb - in_trip : ks - kk);
+            int opens = in_trip == 0;   /* the trip's first k: its sum is +0 + a*w (one FMA onto +0) */
+            in_trip += end - kk;
+            for (; kk < end; kk++, opens = 0) h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, opens);
+            if (in_trip == kb) {
+                h_close(MR, NV, acc, rh, have_r);
+                have_r = closed = 1;
+                in_trip = 0;
+            }
+        }
+    }
+    if (closed)
+        UNROLL for (int i = 0; i < MR; i++)
+            UNROLL for (int v = 0; v < NV; v++)
+                _mm512_storeu_ps(r + i * ncp + 16 * v, _mm512_cvtph_ps(_mm256_castph_si256(rh[i][v])));
+    if (in_trip)
+        UNROLL for (int i = 0; i < MR; i++)
+            UNROLL for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + i * ncp + 16 * v, acc[i][v]);
+}
+
+#ifndef MRH
+#define MRH 6          /* rows per tile512h tile on the many-rows path (x 16*NVH columns) */
+#endif
+#ifndef NVH
+#define NVH 2
+#endif
+
+/* the many-rows tiles of one widened slab (rows [0, M), columns [0, nbp)), closing with FP16.
+   Full MRH-row tiles with kb in {1, 2, 4, 8} run unrolled trips (tile512h's KBC). */
+SIMD512H_FN static void slab_rows512h(const job_t *j, scratch_t *w, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nbp) {
+    const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
+    const int ag = j->acc_given;
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += MRH) {
+        ptrdiff_t mr = M - m0 < MRH ? M - m0 : MRH;
+        const float *am = w->a32 + m0 * K;
+        float *sm = w->s + m0 * ncp, *rm = w->r + m0 * ncp;
+#define ROWS_H(MR, KBC) for (ptrdiff_t n = 0; n < nbp; n += 16 * NVH) \
+            tile512h(MR, NVH, 0, KBC, am, K, w->slab + n, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag)
+        if (mr == MRH) {
+            switch (kb) {
+            case 1: ROWS_H(MRH, 1); break;
+            case 2: ROWS_H(MRH, 2); break;
+            case 4: ROWS_H(MRH, 4); break;
+            case 8: ROWS_H(MRH, 8); break;
+            default: ROWS_H(MRH, 0); break;
+            }
+            continue;
+        }
+        switch (mr) {
+#if MRH > 7
+        case 7: ROWS_H(7, 0); break;
+#endif
+#if MRH > 6
+        case 6: ROWS_H(6, 0); break;
+#endif
+#if MRH > 5
+        case 5: ROWS_H(5, 0); break;
+#endif
+#if MRH > 4
+        case 4: ROWS_H(4, 0); break;
+#endif
+        case 3: ROWS_H(3, 0); break;
+        case 2: ROWS_H(2, 0); break;
+        default: ROWS_H(1, 0); break;
+        }
+#undef ROWS_H
+    }
+}
+
+/* ---------------------------------------------------------------- the m-vector layout (nt, many rows)
+ * With b = [N, K] (nt) the n-vector layout above must transpose every slab of weights into
+ * panels (shuffle-port work) and widen the panels to f32. With 16+ rows (stacked cores, prefill
+ * rows) the vectors can run over m instead: a is transposed ONCE per c into at [K][mp] (f32, rows
+ * past M zero), each weight row's slab of 32 k's (contiguous in b) is widened into
+ * slab[n][0..32) without a shuffle, and a tile of 16*MV rows x NN columns broadcasts one weight
+ * per column and k onto MV row vectors. Same per-element sequence (one FMA per k in order, one
+ * close per trip), so the same bits; s and r are [n][mp], and the item's output is transposed
+ * back on the way out. (Measured on the 2-core dev VM at [32 x 576] @ [16384 x 576]^T, kb 4:
+ * the transposes and panel widening were ~3 of ~10 ms per call.) */
+#ifndef NNT
+#define NNT 6          /* columns per m-vector tile (x 32 rows: 12 accumulators, 12 f16 r's) */
+#endif
+
+/* at[k][m] = f32(a[c, m, k]), zero for m in [M, mp) */
+SIMD512H_FN static void convert_a_mvec(const job_t *j, scratch_t *w, ptrdiff_t c) {
+    if (w->cur_c >= 0 && (w->cur_c == c || j->sac == 0)) return;
+    const uint16_t *ac = j->a + c * j->sac;
+    const ptrdiff_t M = j->M, mp = j->mp, K = j->K;
+    for (ptrdiff_t k = 0; k < K; k++) {
+        float *dst = w->at + k * mp;
+        for (ptrdiff_t m = 0; m < M; m++) dst[m] = _cvtsh_ss(ac[m * j->sam + k * j->sak]);
+        for (ptrdiff_t m = M; m < mp; m++) dst[m] = 0.f;
+    }
+    w->cur_c = c;
+}
+
+/* x[0..16) rows of 16 16-bit values -> their transpose: two in-lane 8x8 transposes (rows 0-7,
+   8-15), then each output row joins the matching lanes of the two */
+SIMD512H_INLINE void transpose16x16_epi16(__m256i x[16]) {
+    __m256i y[8], z[8];
+    TRANSPOSE8x8(__m256i, _mm256, x, y);
+    TRANSPOSE8x8(__m256i, _mm256, (x + 8), z);
+    for (int i = 0; i < 8; i++) {
+        x[i] = _mm256_permute2x128_si256(y[i], z[i], 0x20);
+        x[8 + i] = _mm256_permute2x128_si256(y[i], z[i], 0x31);
+    }
+}
+
+/* r[n][m] = f32(acc[c, m, n0 + n]) from the given f16 acc (out holds it), 16 x 16 blocks at a time */
+SIMD512H_FN static void load_r_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
+    const ptrdiff_t mp = j->mp, M = j->M, N = j->N;
+    const uint16_t *acc = (const uint16_t *)j->out + c * M * N + n0;
+    ptrdiff_t n = 0;
+    for (; n + 16 <= nb; n += 16)
+        for (ptrdiff_t m0 = 0; m0 < M; m0 += 16) {
+            __m256i x[16];
+            for (int q = 0; q < 16; q++)
+                x[q] = m0 + q < M ? _mm256_loadu_si256((const __m256i *)(acc + (m0 + q) * N + n)) : _mm256_setzero_si256();
+            transpose16x16_epi16(x);
+            for (int i = 0; i < 16; i++) _mm512_storeu_ps(w->r + (n + i) * mp + m0, _mm512_cvtph_ps(x[i]));
+        }
+    for (; n < nb; n++)
+        for (ptrdiff_t m = 0; m < M; m++) w->r[n * mp + m] = _cvtsh_ss(acc[m * N + n]);
+}
+
+/* out[c, m, n0 + n] = f16(r[n][m]) (exact: r holds f16 values), 16 x 16 blocks at a time */
+SIMD512H_FN static void store_out_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
+    const ptrdiff_t mp = j->mp, M = j->M, N = j->N;
+    uint16_t *out = (uint16_t *)j->out + c * M * N + n0;
+    ptrdiff_t n = 0;
+    for (; n + 16 <= nb; n += 16)
+        for (ptrdiff_t m0 = 0; m0 < M; m0 += 16) {
+            __m256i x[16];
+            for (int i = 0; i < 16; i++)
+                x[i] = _mm512_cvtps_ph(_mm512_loadu_ps(w->r + (n + i) * mp + m0), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            transpose16x16_epi16(x);
+            for (int q = 0; q < 16 && m0 + q < M; q++) _mm256_storeu_si256((__m256i *)(out + (m0 + q) * N + n), x[q]);
+        }
+    for (; n < nb; n++)
+        for (ptrdiff_t m = 0; m < M; m++)
+            out[m * N + n] = _cvtss_sh(w->r[n * mp + m], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* slab[n][kk] = f32(b[n0 + n, k0 + kk]) for n < nb, kk < ks (ks <= 32) */
+SIMD512H_FN static void widen_mvec(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+                                   ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb) {
+    const uint16_t *src = bc + n0 * j->sbo + k0;
+    float *dst = w->slab;
+    if (ks == KS512) {
+        for (ptrdiff_t n = 0; n < nb; n++, src += j->sbo, dst += KS512) {
+            _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src)));
+            _mm512_storeu_ps(dst + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 16))));
+        }
+        return;
+    }
+    __mmask16 lo = (__mmask16)(ks >= 16 ? 0xffffu : (1u << ks) - 1u);
+    __mmask16 hi = (__mmask16)(ks <= 16 ? 0u : (1u << (ks - 16)) - 1u);
+    for (ptrdiff_t n = 0; n < nb; n++, src += j->sbo, dst += KS512) {
+        _mm512_storeu_ps(dst, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(lo, src)));
+        _mm512_storeu_ps(dst + 16, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(hi, src + 16)));
+    }
+}
+
+/* one k of an m-vector tile: acc[q][v] += at[k][16v..] * slab[q][kk] (onto +0 when the k opens) */
+SIMD512H_INLINE void mv_step(const int MV, const int NN, __m512 acc[8][2], const float *atk,
+                             const float *b32, ptrdiff_t kk, int opens) {
+    __m512 av[2];
+    UNROLL for (int v = 0; v < MV; v++) av[v] = _mm512_loadu_ps(atk + 16 * v);
+    UNROLL for (int q = 0; q < NN; q++) {
+        __m512 bv = _mm512_set1_ps(b32[q * KS512 + kk]);
+        UNROLL for (int v = 0; v < MV; v++)
+            acc[q][v] = _mm512_fmadd_ps(av[v], bv, opens ? _mm512_setzero_ps() : acc[q][v]);
+    }
+}
+
+SIMD512H_INLINE void mv_close(const int MV, const int NN, __m512 acc[8][2], __m256h rh[8][2], int have_r) {
+    UNROLL for (int q = 0; q < NN; q++)
+        UNROLL for (int v = 0; v < MV; v++) {
+            __m256h p = _mm256_castsi256_ph(_mm512_cvtps_ph(acc[q][v], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            rh[q][v] = have_r ? _mm256_add_ph(rh[q][v], p) : p;
+        }
+}
+
+/* rows [0, 16*MV) x columns [0, NN) over the slab's k's; at: at + k0*mp + m0, b32: slab + n*KS512,
+   s, r: + n*mp + m0. KBC as in tile512h. */
+SIMD512H_INLINE void tile_mvec(const int MV, const int NN, const int KBC, const float *at, ptrdiff_t mp,
+                               const float *b32, float *s, float *r, ptrdiff_t k0, ptrdiff_t ks,
+                               ptrdiff_t kb, int acc_given) {
+    __m512 acc[8][2];
+    __m256h rh[8][2];
+    ptrdiff_t in_trip = KBC ? 0 : k0 % kb;
+    int have_r = acc_given || k0 / kb > 0;
+    UNROLL for (int q = 0; q < NN; q++)
+        UNROLL for (int v = 0; v < MV; v++) {
+            acc[q][v] = in_trip ? _mm512_loadu_ps(s + q * mp + 16 * v) : _mm512_setzero_ps();
+            rh[q][v] = have_r ? _mm256_castsi256_ph(_mm512_cvtps_ph(_mm512_loadu_ps(r + q * mp + 16 * v),
+                                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+                              : _mm256_setzero_ph();
+        }
+    int closed = 0;
+    if (KBC) {
+        for (ptrdiff_t kk = 0; kk < ks; kk += KBC) {
+            UNROLL for (int u = 0; u < KBC; u++) mv_step(MV, NN, acc, at + (kk + u) * mp, b32, kk + u, u == 0);
+            mv_close(MV, NN, acc, rh, have_r);
+            have_r = closed = 1;
+        }
+    } else {
+        for (ptrdiff_t kk = 0; kk < ks;) {
+            ptrdiff_t end = kk + (kb - in_trip < ks - kk ? kb - in_trip : ks - kk);
+            int opens = in_trip == 0;
+            in_trip += end - kk;
+            for (; kk < end; kk++, opens = 0) mv_step(MV, NN, acc, at + kk * mp, b32, kk, opens);
+            if (in_trip == kb) {
+                mv_close(MV, NN, acc, rh, have_r);
+                have_r = closed = 1;
+                in_trip = 0;
+            }
+        }
+    }
+    if (closed)
+        UNROLL for (int q = 0; q < NN; q++)
+            UNROLL for (int v = 0; v < MV; v++)
+                _mm512_storeu_ps(r + q * mp + 16 * v, _mm512_cvtph_ps(_mm256_castph_si256(rh[q][v])));
+    if (in_trip)
+        UNROLL for (int q = 0; q < NN; q++)
+            UNROLL for (int v = 0; v < MV; v++) _mm512_storeu_ps(s + q * mp + 16 * v, acc[q][v]);
+}
+
+/* the columns [0, nb) of one slab for the rows m0 .. m0 + 16*MV, in tiles of NNT columns and a tail */
+#define MVEC_COLS(MV, KBC)                                                                        \
+    do {                                                                                          \
+        ptrdiff_t n = 0;                                                                          \
+        for (; n + NNT <= nb; n += NNT)                                                           \
+            tile_mvec(MV, NNT, KBC, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag); \
+        switch (nb - n) {                                                                         \
+        case 5: tile_mvec(MV, 5, 0, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag); break; \
+        case 4: tile_mvec(MV, 4, 0, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag); break; \
+        case 3: tile_mvec(MV, 3, 0, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag); break; \
+        case 2: tile_mvec(MV, 2, 0, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag); break; \
+        case 1: tile_mvec(MV, 1, 0, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag); break; \
+        default: break;                                                                           \
+        }                                                                                         \
+    } while (0)
+
+/* one slab (k0 .. k0+ks, ks <= 32) of one item, all rows, in the m-vector layout */
+SIMD512H_FN static void slab_mvec(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
+                                  ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb) {
+    const ptrdiff_t mp = j->mp, kb = j->kb;
+    const int ag = j->acc_given;
+    prefetch_slab512(j, bc, k0, n0, nb);
+    widen_mvec(j, w, bc, k0, ks, n0, nb);
+    int kbc = kb == 1 || kb == 2 || kb == 4 || kb == 8 ? (int)kb : 0;
+    for (ptrdiff_t m0 = 0; m0 < mp; m0 += 32) {
+        const float *atk = w->at + k0 * mp + m0;
+        float *s = w->s + m0, *r = w->r + m0;
+        if (mp - m0 >= 32) {
+            switch (kbc) {
+            case 1: MVEC_COLS(2, 1); break;
+            case 2: MVEC_COLS(2, 2); break;
+            case 4: MVEC_COLS(2, 4); break;
+            case 8: MVEC_COLS(2, 8); break;
+            default: MVEC_COLS(2, 0); break;
+            }
+        } else {
+            MVEC_COLS(1, 0);
+        }
+    }
+}
+#undef MVEC_COLS
+#endif
+
 /* one slab (k0 .. k0+ks, ks <= 32) of one item for all rows m */
 SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
                                     ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
@@ -662,6 +1018,12 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
 #undef FEW_ROWS
     /* many rows: widen the slab once, then 8 x 32 register tiles */
     widen512(w->slab, ncp, w16, ws16, j->nt, ks, nbp);
+#if SEQMM_FP16
+    if (j->fp16 && p16 && a16) {
+        slab_rows512h(j, w, k0, ks, nbp);
+        return;
+    }
+#endif
     for (ptrdiff_t m0 = 0; m0 < M; m0 += MR512) {
         ptrdiff_t mr = M - m0 < MR512 ? M - m0 : MR512;
         const float *am = a32 + m0 * K;
@@ -710,7 +1072,8 @@ SIMD_FN static void store_out_simd(const job_t *j, scratch_t *w, ptrdiff_t c, pt
     }
 }
 
-/* 0: portable only; 1: AVX2+FMA+F16C; 2: also AVX-512 F+BW+VL (the CPU and the OS's saved state) */
+/* 0: portable only; 1: AVX2+FMA+F16C; 2: also AVX-512 F+BW+VL (the CPU and the OS's saved state);
+   3: also AVX512-FP16 (same register state as AVX-512F, so the OS check above covers it) */
 static int cpu_has_f16c(void) {   /* CPUID.1:ECX bit 29 (some clang versions lack the "f16c" name) */
     unsigned int a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1u);
@@ -720,9 +1083,15 @@ static int cpu_simd_level(void) {
     __builtin_cpu_init();
     if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c()))
         return 0;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-        return 2;
-    return 1;
+    if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")))
+        return 1;
+#if SEQMM_FP16
+    {   /* CPUID.(7,0):EDX bit 23 */
+        unsigned int a, b, c, d;
+        if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 23) & 1u)) return 3;
+    }
+#endif
+    return 2;
 }
 
 #else
@@ -743,11 +1112,13 @@ static int cpu_level(void) {
 }
 
 int seqmm_has_simd(void) { return cpu_level() > 0; }
-/* the path a call runs with force = 0 (best), 1 (portable), 2 (at most AVX2): 0, 1 or 2 as above */
+/* the path a call runs with force = 0 (best), 1 (portable), 2 (at most AVX2), 3 (at most AVX-512
+   without FP16): 0, 1, 2 or 3 as above */
 int seqmm_simd_level(int force) {
     int level = cpu_level();
     if (force == 1) return 0;
     if (force == 2 && level > 1) return 1;
+    if (force == 3 && level > 2) return 2;
     return level;
 }
 
@@ -759,6 +1130,20 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t nex
     ptrdiff_t nb = j->N - n0 < j->nc ? j->N - n0 : j->nc;
     ptrdiff_t nbp = (nb + NC_ALIGN - 1) / NC_ALIGN * NC_ALIGN;
     const uint16_t *bc = j->b + c * j->sbc;
+#if SEQMM_FP16
+    if (j->mvec) {
+        ptrdiff_t slabs = (j->K + KS512 - 1) / KS512;
+        ahead_start(j, &w->ah, PF_AHEAD ? next : -1, slabs);
+        convert_a_mvec(j, w, c);
+        if (j->acc_given) load_r_mvec(j, w, c, n0, nb);
+        for (ptrdiff_t k0 = 0; k0 < j->K; k0 += KS512) {
+            ahead_step(&w->ah);
+            slab_mvec(j, w, bc, k0, j->K - k0 < KS512 ? j->K - k0 : KS512, n0, nb);
+        }
+        store_out_mvec(j, w, c, n0, nb);
+        return;
+    }
+#endif
 #if SEQMM_X86
     if (j->simd) {
         ptrdiff_t ks = j->simd == 2 ? KS512 : KS, slabs = (j->K + ks - 1) / ks;
@@ -809,20 +1194,31 @@ static void *run_part(void *arg) {
 #endif
     scratch_t w;
     size_t fl = sizeof(float);
-    w.a32 = malloc(fl * (size_t)(j->M * j->K));
-    w.slab = malloc(fl * (size_t)(KS_MAX * j->ncp));
-    w.slab16 = malloc(sizeof(uint16_t) * (size_t)(KS_MAX * j->ncp));
-    w.s = malloc(fl * (size_t)(j->M * j->ncp));
-    w.r = malloc(fl * (size_t)(j->M * j->ncp));
+    if (j->mvec) {   /* s, r: [ncp][mp], rows past M zero (they only ever hold zero sums) */
+        w.a32 = NULL;
+        w.at = malloc(fl * (size_t)(j->K * j->mp));
+        w.slab = malloc(fl * (size_t)(KS_MAX * j->ncp > j->mp ? KS_MAX * j->ncp : j->mp));
+        w.slab16 = NULL;
+        w.s = calloc((size_t)(j->mp * j->ncp), fl);
+        w.r = calloc((size_t)(j->mp * j->ncp), fl);
+    } else {
+        w.at = NULL;
+        w.a32 = malloc(fl * (size_t)(j->M * j->K));
+        w.slab = malloc(fl * (size_t)(KS_MAX * j->ncp));
+        w.slab16 = malloc(sizeof(uint16_t) * (size_t)(KS_MAX * j->ncp));
+        w.s = malloc(fl * (size_t)(j->M * j->ncp));
+        w.r = malloc(fl * (size_t)(j->M * j->ncp));
+    }
     w.cur_c = -1;
     ptrdiff_t ran = 0;
-    if (w.a32 && w.slab && w.slab16 && w.s && w.r)   /* else: no scratch, no claims (others run them) */
+    /* else: no scratch, no claims (others run them) */
+    if ((j->mvec ? w.at != NULL : w.a32 && w.slab16) && w.slab && w.s && w.r)
         for (ptrdiff_t it = claim_item(j), next; it < j->items; it = next, ran++) {
             next = claim_item(j);
             run_item(j, &w, it, next < j->items ? next : -1);
         }
     __atomic_fetch_add(j->finished, ran, __ATOMIC_RELAXED);
-    free(w.a32); free(w.slab); free(w.slab16); free(w.s); free(w.r);
+    free(w.a32); free(w.at); free(w.slab); free(w.slab16); free(w.s); free(w.r);
 #if SEQMM_X86
     _mm_setcsr(csr);
 #endif
@@ -979,6 +1375,10 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.C = C; j.M = M; j.N = N; j.K = trips * kb; j.trips = trips; j.kb = kb;
     j.nt = nt; j.part16 = part16; j.acc16 = acc16; j.acc_given = acc_given;
     j.simd = seqmm_simd_level(force);
+    j.fp16 = j.simd == 3;
+    if (j.simd > 2) j.simd = 2;
+    j.mvec = j.fp16 && nt && part16 && acc16 && M >= MVEC_MIN_ROWS;
+    j.mp = (M + 15) / 16 * 16;
     /* columns per item: at most nc_max; with one c, enough items that the threads share evenly */
     ptrdiff_t nc_max = nt ? NC_NT : NC_NN;
     /* AVX-512 nt: 128 columns (8 accumulators per row) where the item's weight rows spread over

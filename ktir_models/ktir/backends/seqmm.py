@@ -26,7 +26,9 @@ NaN where the reference has one). When no kernel can be built, :func:`available`
 
 Environment: ``KTIR_MODELS_NATIVE=0`` disables the kernel, ``KTIR_MODELS_NATIVE=portable`` forces
 its portable C path (no AVX2/F16C intrinsics) so it can be tested on any machine, and
-``KTIR_MODELS_NATIVE=avx2`` its AVX2 path where the CPU also has AVX-512 (tests cover each path);
+``KTIR_MODELS_NATIVE=avx2`` its AVX2 path where the CPU also has AVX-512, and
+``KTIR_MODELS_NATIVE=avx512`` its AVX-512 path without the AVX512-FP16 closing of f16 chains where
+the CPU has FP16 (tests cover each path);
 ``KTIR_MODELS_CACHE`` (default ``~/.cache/ktir-models``) holds the built library under ``native/``;
 ``CC`` names the compiler (else ``cc``, ``gcc``, ``clang`` are tried).
 """
@@ -70,7 +72,8 @@ class _Loaded:
     lib: ctypes.CDLL | None
     reason: str | None
     force: int = 0   # the kernel's path cap, read when the library is loaded: 0 the best the CPU
-    #                  has, 1 portable C (KTIR_MODELS_NATIVE=portable), 2 at most AVX2 (=avx2)
+    #                  has, 1 portable C (KTIR_MODELS_NATIVE=portable), 2 at most AVX2 (=avx2),
+    #                  3 at most AVX-512 without FP16 (=avx512)
 
 
 _lock = threading.Lock()
@@ -184,7 +187,7 @@ def _load() -> _Loaded:
             lib.seqmm_f16_binop.restype = ctypes.c_int
             lib.seqmm_f16_any_nonfinite.argtypes = [_P, _I]
             lib.seqmm_f16_any_nonfinite.restype = ctypes.c_int
-            return _Loaded(lib, None, force={"portable": 1, "avx2": 2}.get(setting, 0))
+            return _Loaded(lib, None, force={"portable": 1, "avx2": 2, "avx512": 3}.get(setting, 0))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")
     return _Loaded(None, "could not build the native kernel: " + "; ".join(errors))
