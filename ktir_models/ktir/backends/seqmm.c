@@ -108,6 +108,9 @@
 #endif
 /* (NC_NN, NC_NT, PF_SLABS, PF_HINT: measured on the 2-core dev machine; -D overrides for tuning) */
 #define MR_MAX 6       /* rows per micro-kernel tile */
+#ifndef NC_MVEC
+#define NC_MVEC 64     /* columns per item in the m-vector layout (see slab_mvec) */
+#endif
 #ifndef MVEC_MIN_ROWS
 #define MVEC_MIN_ROWS 16  /* rows from which nt with f16 part and acc uses the m-vector layout (FP16) */
 #endif
@@ -1386,6 +1389,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
        64 rows of them already evict each other (measured: 128 is ~10% faster at K = 576, ~20%
        slower at K = 1536 and 2048) */
     if (nt && j.simd == 2 && (sbo * 2) % 1024 != 0) nc_max = NC_NT_WIDE;
+    if (j.mvec) nc_max = NC_MVEC;
     ptrdiff_t chunks = (N + nc_max - 1) / nc_max;
     if (C == 1 && threads > 1) chunks = (chunks + threads - 1) / threads * threads;
     /* several threads, few items (a small weight over a few cores): narrower items, down to
