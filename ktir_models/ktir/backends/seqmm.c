@@ -778,6 +778,31 @@ SIMD512H_FN static void slab_rows512h(const job_t *j, scratch_t *w, ptrdiff_t k0
     }
 }
 
+/* one or two rows (decode): slab_simd512's few-rows tiles, closing with FP16; w16: the slab's f16
+   weights, panels (nt) or rows of stride ws16 (nn) */
+SIMD512H_FN static void slab_few512h(const job_t *j, scratch_t *w, const uint16_t *w16, ptrdiff_t ws16,
+                                     ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nbp) {
+    const ptrdiff_t K = j->K, ncp = j->ncp, kb = j->kb;
+    const int ag = j->acc_given;
+    float *s = w->s, *r = w->r;
+    const float *a32 = w->a32;
+    ptrdiff_t n = 0;
+#define FEW_ROWS_H(MR, NV, STEP, KBC)                                                             \
+    for (; n + (STEP) <= nbp; n += (STEP)) {                                                      \
+        if (j->nt) tile512h(MR, NV, 2, KBC, a32, K, w16 + n / 16 * PANEL, 0, s + n, r + n, ncp, k0, ks, kb, ag); \
+        else tile512h(MR, NV, 1, KBC, a32, K, w16 + n, ws16, s + n, r + n, ncp, k0, ks, kb, ag);               \
+    }
+    if (j->M == 1) {
+        FEW_ROWS_H(1, 8, 128, 0)
+        FEW_ROWS_H(1, 4, 64, 0)
+        FEW_ROWS_H(1, 2, 32, 0)
+    } else {
+        FEW_ROWS_H(2, 4, 64, 0)
+        FEW_ROWS_H(2, 2, 32, 0)
+    }
+#undef FEW_ROWS_H
+}
+
 /* ---------------------------------------------------------------- the m-vector layout (nt, many rows)
  * With b = [N, K] (nt) the n-vector layout above must transpose every slab of weights into
  * panels (shuffle-port work) and widen the panels to f32. With 16+ rows (stacked cores, prefill
@@ -1008,6 +1033,12 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
     }
     if (M <= 2) {
         ptrdiff_t n = 0;
+#if SEQMM_FP16 && !defined(SEQMM_NO_FEW_H)
+        if (j->fp16 && p16 && a16) {
+            slab_few512h(j, w, w16, ws16, k0, ks, nbp);
+            return;
+        }
+#endif
         if (M == 1) {
             FEW_ROWS(1, 8, 128)
             FEW_ROWS(1, 4, 64)
