@@ -34,7 +34,7 @@ Accepted only when running the groups side by side cannot change a byte:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class Repeats:
     differing: list[int]
     footprints: list
     template: int = 0
-    ragged: dict = None
+    ragged: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -115,15 +115,13 @@ def _reshaped(a, b) -> bool:
 def _tile_corner(op: Op):
     """The lower corner of an access tile whose set is the box of its type's shape in identity
     order (a ragged tile: groups differ in the box's extents only), else None."""
-    from .ops.ktdp import _tile_geometry
-    from . import affine
+    from .ops.ktdp import _tile_geometry, static_box
 
     s = op.attrs["access_tile_set"]
     box, _, identity, _ = _tile_geometry(s, op.attrs["access_tile_order"])
     if box is None or not identity or s.num_syms:
         return None
-    los = tuple(b.lo[1] if b.lo[0] == "c" else affine.eval_bound(b.lo, ()) for b in box)
-    ext = tuple(affine.eval_bound(b.hi, ()) - lo + 1 for b, lo in zip(box, los))
+    los, ext = static_box(box)
     return los if ext == tuple(op.result.type.shape) else None
 
 

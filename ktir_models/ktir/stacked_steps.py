@@ -202,8 +202,7 @@ def _reshape(b, op, plain):
 
 @native("ktdp.construct_access_tile")
 def _access_tile(b, op, plain):
-    from . import affine
-    from .ops.ktdp import _anchor_fn, _tile_geometry
+    from .ops.ktdp import _anchor_fn, _tile_geometry, static_box
 
     c = b.c
     base = op.groups["base"][0]
@@ -213,8 +212,7 @@ def _access_tile(b, op, plain):
     box, perm, _, is_perm = _tile_geometry(s, order)
     if box is None or not is_perm or s.num_syms:
         return None
-    los = tuple(b_.lo[1] if b_.lo[0] == "c" else affine.eval_bound(b_.lo, ()) for b_ in box)
-    ext = tuple(affine.eval_bound(b_.hi, ()) - lo + 1 for b_, lo in zip(box, los))
+    los, ext = static_box(box)
     shape = tuple(ext[p] for p in perm) if perm is not None else ext
     lo_fn = _anchor_fn(c, op.attrs["base_map"], op.groups["indices"], los)
     ibase, ir = c.slot(base), c.slot(op.result)

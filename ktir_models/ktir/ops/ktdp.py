@@ -584,6 +584,12 @@ def build_dist_view(c, op):
     return step
 
 
+def static_box(box) -> tuple[tuple, tuple]:
+    """(lower corner, extents) of a box without symbols (``AffineSet.box_bounds``)."""
+    los = tuple(b.lo[1] if b.lo[0] == "c" else affine.eval_bound(b.lo, ()) for b in box)
+    return los, tuple(affine.eval_bound(b.hi, ()) - lo + 1 for b, lo in zip(box, los))
+
+
 def _tile_geometry(s: affine.AffineSet, order: affine.AffineMap):
     """(box bounds or None, permutation or None) of an access tile set + order."""
     box = s.box_bounds()
@@ -621,8 +627,7 @@ def build_access_tile(c, op):
     if box is not None and is_perm:
         static_syms = not s.num_syms
         if static_syms:
-            los = tuple(b.lo[1] if b.lo[0] == "c" else affine.eval_bound(b.lo, ()) for b in box)
-            ext = tuple(affine.eval_bound(b.hi, ()) - lo + 1 for b, lo in zip(box, los))
+            los, ext = static_box(box)
             shape = tuple(ext[p] for p in perm) if perm is not None else ext
             if not op.groups["indices"] or c.all_const(op.groups["indices"]):
                 anchor = anchor_of(idx_fn(None))
