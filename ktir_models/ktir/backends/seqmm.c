@@ -817,19 +817,6 @@ SIMD512H_FN static void slab_few512h(const job_t *j, scratch_t *w, const uint16_
 #define NNT 6          /* columns per m-vector tile (x 32 rows: 12 accumulators, 12 f16 r's) */
 #endif
 
-/* at[k][m] = f32(a[c, m, k]), zero for m in [M, mp) */
-SIMD512H_FN static void convert_a_mvec(const job_t *j, scratch_t *w, ptrdiff_t c) {
-    if (w->cur_c >= 0 && (w->cur_c == c || j->sac == 0)) return;
-    const uint16_t *ac = j->a + c * j->sac;
-    const ptrdiff_t M = j->M, mp = j->mp, K = j->K;
-    for (ptrdiff_t k = 0; k < K; k++) {
-        float *dst = w->at + k * mp;
-        for (ptrdiff_t m = 0; m < M; m++) dst[m] = _cvtsh_ss(ac[m * j->sam + k * j->sak]);
-        for (ptrdiff_t m = M; m < mp; m++) dst[m] = 0.f;
-    }
-    w->cur_c = c;
-}
-
 /* x[0..16) rows of 16 16-bit values -> their transpose: two in-lane 8x8 transposes (rows 0-7,
    8-15), then each output row joins the matching lanes of the two */
 SIMD512H_INLINE void transpose16x16_epi16(__m256i x[16]) {
@@ -875,6 +862,30 @@ SIMD512H_FN static void store_out_mvec(const job_t *j, scratch_t *w, ptrdiff_t c
     for (; n < nb; n++)
         for (ptrdiff_t m = 0; m < M; m++)
             out[m * N + n] = _cvtss_sh(w->r[n * mp + m], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* at[k][m] = f32(a[c, m, k]), zero for m in [M, mp): 16 m x 16 k blocks transposed at a time
+   where k is unit-stride (called once per c: 32 x 576 element by element took ~12 us) */
+SIMD512H_FN static void convert_a_mvec(const job_t *j, scratch_t *w, ptrdiff_t c) {
+    if (w->cur_c >= 0 && (w->cur_c == c || j->sac == 0)) return;
+    const uint16_t *ac = j->a + c * j->sac;
+    const ptrdiff_t M = j->M, mp = j->mp, K = j->K, sam = j->sam, sak = j->sak;
+    ptrdiff_t k = 0;
+    if (sak == 1)
+        for (; k + 16 <= K; k += 16)
+            for (ptrdiff_t m0 = 0; m0 < mp; m0 += 16) {
+                __m256i x[16];
+                for (int q = 0; q < 16; q++)
+                    x[q] = m0 + q < M ? _mm256_loadu_si256((const __m256i *)(ac + (m0 + q) * sam + k)) : _mm256_setzero_si256();
+                transpose16x16_epi16(x);
+                for (int i = 0; i < 16; i++) _mm512_storeu_ps(w->at + (k + i) * mp + m0, _mm512_cvtph_ps(x[i]));
+            }
+    for (; k < K; k++) {
+        float *dst = w->at + k * mp;
+        for (ptrdiff_t m = 0; m < M; m++) dst[m] = _cvtsh_ss(ac[m * sam + k * sak]);
+        for (ptrdiff_t m = M; m < mp; m++) dst[m] = 0.f;
+    }
+    w->cur_c = c;
 }
 
 /* slab[n][kk] = f32(b[n0 + n, k0 + kk]) for n < nb, kk < ks (ks <= 32) */
