@@ -32,12 +32,24 @@
  * nt / nn = 1.5 (1 thread) and 1.4 (2 threads) at 1x576 @ 1536x576, 1.2 and 1.25 at K = N =
  * 2048 (the AVX2 path: 1.85 / 1.55 and 1.5 / 1.8).
  *
- * Three paths with the same semantics, selected at run time by a CPU check and compiled through
- * function target attributes (no -m flags): AVX-512 F+BW+VL (with FMA, F16C), AVX2+FMA+F16C, and
- * portable C with exact bit-level f16 <-> f32 conversions (round to nearest even, subnormals,
- * overflow). seqmm_kloop's last argument caps the path (1: portable, 2: at most AVX2) so tests
- * run each one on any machine. All run with flush-to-zero, denormals-are-zero off and
- * round-to-nearest (MXCSR set per thread on x86). Never compile this with -ffast-math.
+ * Small K blocks with f16 partials and an f16 accumulator (the lm_heads: kb = 2 or 4) are bound
+ * by closing trips, not by FMAs: each close rounds the partial and the chained sum to f16 (two
+ * f16 round trips per 16 outputs on the two vector ports). Where the CPU has AVX512-FP16 the
+ * chained sum is one f16 add and r stays in registers across a slab's trips (tile512h; see the
+ * proof there that the bits are the same), and nt with 16+ rows (stacked cores, prefill rows) runs
+ * the m-vector layout (slab_mvec): a transposed once, weight rows widened without panels, vectors
+ * over m. Measured on the 2-core dev VM, [32 x 576] @ [16384 x 576]^T at 144 x 4, 2 threads:
+ * ~8.5 -> ~4.4 ms (36 -> 69 GMAC/s; the prefill GEMMs at kb 64-128 gain 10-20%).
+ *
+ * Four paths with the same semantics, selected at run time by a CPU check and compiled through
+ * function target attributes (no -m flags): AVX-512 F+BW+VL (with FMA, F16C) with and without
+ * AVX512-FP16 (the FP16 parts are compiled where the compiler's immintrin.h has its intrinsics
+ * without -m flags: GCC 12 does, clang 14 does not), AVX2+FMA+F16C, and portable C with exact bit-level
+ * f16 <-> f32 conversions (round to nearest even, subnormals, overflow). seqmm_kloop's last
+ * argument caps the path (1: portable, 2: at most AVX2, 3: AVX-512 without FP16) so tests run
+ * each one on any machine. All run with flush-to-zero, denormals-are-zero off and
+ * round-to-nearest (MXCSR set per thread on x86; the FP16 adds round by it too).
+ * Never compile this with -ffast-math.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -55,8 +67,8 @@
 #define SEQMM_X86 0
 #endif
 /* the AVX512-FP16 closing of f16 chains needs the ISA's intrinsics without -m flags (GCC 12+,
-   clang 15+: immintrin.h then includes them, defining these guards); otherwise the library is
-   built without it (the other paths are unchanged) */
+   whose immintrin.h then includes them, defining these guards; clang 14's only with
+   -mavx512fp16); otherwise the library is built without it (the other paths are unchanged) */
 #if SEQMM_X86 && !defined(SEQMM_NO_FP16) && \
     ((defined(__AVX512FP16INTRIN_H_INCLUDED) && defined(__AVX512FP16VLINTRIN_H_INCLUDED)) || \
      (defined(__AVX512FP16INTRIN_H) && defined(__AVX512VLFP16INTRIN_H)))
@@ -650,8 +662,11 @@ SIMD512_INLINE void tile512(const int MR, const int NV, const int W, const float
  * (the scratchy prefill lm_head) 13 port uops per 64 multiply-adds, mostly rounding. With
  * AVX512-FP16 the chained sum is one f16 add: round(f16, f32(r) + f32(p)) of two f16 values
  * equals the correctly rounded f16 sum r + p (f32 carries 24 >= 2 * 11 + 2 bits, so the double
- * rounding is innocuous; a sum below 2^-14 is exact in f32; overflow, infinities, NaN and signed
- * zeros come out the same), and FP16 instructions ignore DAZ/FTZ like the definition. So r stays
+ * rounding is innocuous, overflow included, as IEEE decides it on the value rounded with an
+ * unbounded exponent; a sum below 2^-14 is a multiple of 2^-24, exact in f32 and f16;
+ * infinities, NaN and signed zeros come out the same; the f16 add rounds to nearest even by the
+ * MXCSR that run_part sets, subnormals kept). tests/ktir/test_seqmm_fp16.py checks 2M pairs
+ * covering every f16 class. So r stays
  * in registers as f16 across the slab's trips, a close is vcvtps2ph + vaddph (3 uops), and the
  * f32 r buffer (whose values are all f16 values: the conversions are exact) is read and written
  * once per tile and slab. */
