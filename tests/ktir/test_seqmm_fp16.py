@@ -121,10 +121,12 @@ def test_small_blocks_value_kinds(path, kind, M):
 
 
 @needs_native
-@pytest.mark.parametrize("M", [16, 17, 31, 32, 33, 48, 70])
+@pytest.mark.parametrize("M", [16, 17, 24, 30, 31, 32, 33, 48, 62, 70])
 def test_small_blocks_rows_and_column_tails(path, M):
-    """Row counts around the 16-row vectors and 32-row blocks, column counts around the 16-column
-    store blocks and the 6-column tiles, K with a short last slab (K % 32 != 0)."""
+    """Row counts around the 16-row vectors and 32-row blocks (the m-vector layout runs where at
+    most 1/8 of the rows it computes are padding: 16, 30, 31, 32, 48, 62, 70; the others run the
+    n-vector tiles), column counts around the 16-column store blocks and the 6-column tiles, K
+    with a short last slab (K % 32 != 0)."""
     rng = np.random.default_rng(22)
     for N, (trips, kb) in itertools.product((1, 5, 6, 7, 16, 17, 100, 131), [(12, 4), (7, 5)]):
         a, b, acc = _case(rng, 1, M, N, trips, kb, "normal", "random")
