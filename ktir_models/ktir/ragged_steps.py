@@ -134,7 +134,7 @@ class Shared:
 def shareable(ops: list, invariant: set, native) -> set:
     """ids of the values of ``ops`` to hold as :class:`Shared`: group-invariant loads (and
     transposes of them) whose every use is a transpose of the kind or the B operand of a
-    matmul ``native(op)`` runs on the native kernel."""
+    matmul that ``native(op)`` accepts (on the native kernel, rows that form one block)."""
     users: dict = {}
     for op in ops:
         for v in op.operands:
