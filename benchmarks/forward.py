@@ -3,7 +3,7 @@
 
     python benchmarks/forward.py MODEL [--program DIR] [--mode decode|prefill] [--tokens M]
                                  [--past P] [--weights synthetic|hub|DIR] [--repeat N] [--warmup W]
-                                 [--json OUT]
+                                 [--alternate] [--json OUT]
                                  [--backend numpy|torch] [--device auto|cpu|cuda|cuda:N|mps]
 
 Without ``--program`` our own emitted program for MODEL is used (``--mode``/``--tokens``/``--past``
@@ -27,6 +27,8 @@ parse + compile seconds, marshal seconds and the peak RSS of the process, both a
 passes (the emulator's own peak) and at the end (including the float32 transformers model). The
 native pass is also timed with one torch thread (``native_1thread_ms``, ``ratio_1thread``): on a
 machine shared with other jobs torch's two threads can stall each other, see docs/performance.md.
+``--alternate`` times the emulated and native passes in turns (after both sides' warm-up), so a
+drift of the machine's speed during the run moves both sides alike (``alternate`` in the JSON).
 """
 
 from __future__ import annotations
@@ -136,6 +138,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per side (median; >= 5)")
     parser.add_argument("--warmup", type=int, default=3,
                         help="untimed emulated passes first (default 3: caches, batched forms, tapes)")
+    parser.add_argument("--alternate", action="store_true",
+                        help="time the emulated and native passes in turns (E, N, E, N, ...) "
+                             "instead of all emulated then all native")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
     parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
     parser.add_argument("--device", default="auto",
@@ -183,13 +188,24 @@ def main() -> int:
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
     warm: list[float] = []
-    emulated = time_passes(lambda: runner.run(inputs), args.repeat, max(1, args.warmup), warm)
-    logits = runner.passes[-1].result
+    emulate = lambda: runner.run(inputs)  # noqa: E731
+    if args.alternate:
+        time_passes(emulate, 0, max(1, args.warmup), warm)
+    else:
+        emulated = time_passes(emulate, args.repeat, max(1, args.warmup), warm)
     emulator_rss = peak_rss_bytes()  # before the native model exists: the emulator's own peak
 
     timed_native = native_pass_factory(ckpt, pass_, backend.device)
     timed_native()  # warm-up
-    native = [timed_native() for _ in range(args.repeat)]
+    if args.alternate:
+        # in turns, so that both sides see the machine in the same state (its speed drifts)
+        emulated, native = [], []
+        for _ in range(args.repeat):
+            emulated += time_passes(emulate, 1, 0)
+            native.append(timed_native())
+    else:
+        native = [timed_native() for _ in range(args.repeat)]
+    logits = runner.passes[-1].result
     # Also one torch thread: on a machine shared with other jobs, torch's two OpenMP threads can
     # wait on each other for whole scheduler slices (measured here: a 576x1536 GEMV 16 ms with two
     # threads, 0.6 ms with one), which makes the primary figure meaningless there.
@@ -216,6 +232,7 @@ def main() -> int:
         "backend_version": backend.describe(),
         "matmul": runner.machine.matmul_order(),
         "repeat": args.repeat,
+        "alternate": args.alternate,
         "emulated_ms": emulated_ms,
         "native_ms": native_ms,
         "ratio": emulated_ms / native_ms,
@@ -239,7 +256,8 @@ def main() -> int:
     print(f"matmul         {figures['matmul']}")
     print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat}; warm-up "
-          f"passes {', '.join(f'{1e3 * s:.0f}' for s in warm)} ms)")
+          f"passes {', '.join(f'{1e3 * s:.0f}' for s in warm)} ms)"
+          + ("; timed in turns with the native passes" if args.alternate else ""))
     print(f"native f32     {native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager)")
     print(f"ratio          {figures['ratio']:9.2f}  (emulated / native)")
     print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "

@@ -361,6 +361,22 @@ def test_benchmark_torch_cpu_names_backend_and_device(tmp_path):
     assert figures["logits_finite"] is True and figures["emulated_ms"] > 0
 
 
+@pytest.mark.slow
+def test_benchmark_alternate_times_both_sides_in_turns(tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "bench.json"
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(TINY_MHA),
+               "--program", str(FIXTURES / "tiny-mha-decode"), "--weights", str(TINY_MHA),
+               "--repeat", "5", "--alternate", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "timed in turns with the native passes" in done.stdout
+    figures = json.loads(out.read_text())
+    assert figures["alternate"] is True and figures["logits_finite"] is True
+    assert len(figures["emulated_all_ms"]) == len(figures["native_all_ms"]) == 5
+    assert figures["ratio"] == pytest.approx(figures["emulated_ms"] / figures["native_ms"])
+
+
 def test_benchmark_unavailable_device_is_one_line(tmp_path):
     command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(TINY_MHA),
                "--backend", "numpy", "--device", "mps"]
