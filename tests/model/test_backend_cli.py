@@ -345,15 +345,22 @@ def test_generate_torch_cpu_generates_the_numpy_tokens(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------------- benchmark
 
+def run_benchmark(out, *extra: str) -> subprocess.CompletedProcess:
+    """benchmarks/forward.py on the tiny decode fixture, its JSON written to ``out``; asserts it
+    succeeded."""
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(TINY_MHA),
+               "--program", str(FIXTURES / "tiny-mha-decode"), "--weights", str(TINY_MHA),
+               "--repeat", "5", "--json", str(out), *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 @pytest.mark.slow
 def test_benchmark_torch_cpu_names_backend_and_device(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "bench.json"
-    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(TINY_MHA),
-               "--program", str(FIXTURES / "tiny-mha-decode"), "--weights", str(TINY_MHA),
-               "--repeat", "5", "--json", str(out), "--backend", "torch", "--device", "cpu"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_benchmark(out, "--backend", "torch", "--device", "cpu")
     assert f"torch {torch.__version__} (cpu)" in done.stdout
     figures = json.loads(out.read_text())
     assert (figures["backend"], figures["device"]) == ("torch", "cpu")
@@ -365,11 +372,7 @@ def test_benchmark_torch_cpu_names_backend_and_device(tmp_path):
 def test_benchmark_alternate_times_both_sides_in_turns(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "bench.json"
-    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(TINY_MHA),
-               "--program", str(FIXTURES / "tiny-mha-decode"), "--weights", str(TINY_MHA),
-               "--repeat", "5", "--alternate", "--json", str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_benchmark(out, "--alternate")
     assert "timed in turns with the native passes" in done.stdout
     figures = json.loads(out.read_text())
     assert figures["alternate"] is True and figures["logits_finite"] is True
