@@ -324,16 +324,22 @@ class Plan:
         """Build the batched form: the function's unrolled repeats side by side (on every core of
         its grid at once), else the grid stacked by core; None where the function has neither."""
         from .reroll import compile_rerolled
-        from .stacked import compile_stacked
 
         compiler, self._tier_from = self._tier_from, None
         c, fn = self._c, self.fn
         c.rerolled = compile_rerolled(compiler, fn)
         if fn.num_cores > 1:
             if c.rerolled is None:
-                c.stacked = compile_stacked(compiler, fn)
+                self._stack(compiler)
             else:  # for runs whose addresses bring the groups together, built at the first
                 self._stack_from = compiler
+
+    def _stack(self, compiler) -> None:
+        """Build the grid's stacked form (stacked.py) on ``compiler``'s slots."""
+        from .stacked import compile_stacked
+
+        c = self._c
+        c.stacked = compile_stacked(compiler, self.fn)
         if len(c.template) < compiler.n_slots:  # slots made by the batched form start empty
             c.template.extend([None] * (compiler.n_slots - len(c.template)))
 
@@ -363,12 +369,8 @@ class Plan:
             except EmulationFault:
                 pass  # rerun (reroll.py: same bytes), which locates the fault exactly
         if self._stack_from is not None and machine.grid_batching:
-            from .stacked import compile_stacked
-
             compiler, self._stack_from = self._stack_from, None
-            c.stacked = compile_stacked(compiler, fn)
-            if len(c.template) < compiler.n_slots:
-                c.template.extend([None] * (compiler.n_slots - len(c.template)))
+            self._stack(compiler)
         if n > 1 and c.stacked is not None and machine.grid_batching:
             self._run_stacked("stacked", c.stacked, c.template, c.arg_slots, values)
             return RunStats(fn.name, n, time.perf_counter() - t0, [self.lx_peak] * n)

@@ -109,11 +109,6 @@ def _masks(b: _Builder, v) -> list:
     return [(_mask(lengths, shape, d), d) for d, lengths in b.ragged.get(id(v), {}).items()]
 
 
-def _stacked_value(b: _Builder, senv, v, slot):
-    x = senv[slot]
-    return x if b.varies(v) else lift(x, v.type, b.C)
-
-
 class Shared:
     """A group-invariant value held once per core: ``compact`` [C, ...]; item v (virtual core v,
     for core-by-core fallbacks) is its core's."""
@@ -131,10 +126,21 @@ class Shared:
         return np.repeat(self.compact, self.G, axis=0)
 
 
+def shares_b(c, op: Op, vary_ids: set) -> bool:
+    """Whether matmul ``op`` can take a per-core B (:class:`Shared`): on the native kernel, with
+    a 2-D A and a zero or per-virtual-core accumulator (the rows of a core's groups then form
+    one block)."""
+    from .ops.linalg import _is_zero_const, uses_native
+
+    (a, _), (acc,) = op.groups["ins"], op.groups["outs"]
+    return uses_native(c, op) and len(a.type.shape) == 2 and \
+        (_is_zero_const(c, acc) or id(acc) in vary_ids)
+
+
 def shareable(ops: list, invariant: set, native) -> set:
     """ids of the values of ``ops`` to hold as :class:`Shared`: group-invariant loads (and
     transposes of them) whose every use is a transpose of the kind or the B operand of a
-    matmul that ``native(op)`` accepts (on the native kernel, rows that form one block)."""
+    matmul that ``native(op)`` accepts (:func:`shares_b`)."""
     users: dict = {}
     for op in ops:
         for v in op.operands:
@@ -270,14 +276,12 @@ def _matmul(b: _Builder, op: Op, plain):
     zero = np.float16(0)
     V = b.C
     G = _group_count(b)
-    acc_varies = b.varies(acc)
-    if shared_b and (len(a.type.shape) != 2 or (not zero_acc and not acc_varies)):
-        raise Unsupported("a shared matmul operand beside a batched or uniform accumulator")
+    a_varies, b_varies, acc_varies = b.varies(a), b.varies(bb), b.varies(acc)
     M, N = op.result.type.shape[-2:]
 
     def step(senv):
         A = senv[ia]
-        if not b.varies(a):
+        if not a_varies:
             A = lift(A, a.type, V)
         if mask_a is not None:
             A = np.where(mask_a, A, zero)
@@ -295,7 +299,7 @@ def _matmul(b: _Builder, op: Op, plain):
                 senv[ir] = env[3].reshape(V, M, N)
                 return
             B = B.expanded()
-        elif not b.varies(bb):
+        elif not b_varies:
             B = lift(B, bb.type, V)
         if mask_b is not None:
             B = np.where(mask_b, B, zero)
@@ -328,19 +332,24 @@ def _reduce(b: _Builder, op: Op, plain):
     t = op.result.type
     acc_t = _accumulator(x.type.dtype, xp)
     sdims = tuple(d + 1 for d in dims)
+    x_varies, C = b.varies(x), b.C
+
+    def stacked_x(senv):
+        v = senv[ix]
+        return v if x_varies else lift(v, x.type, C)
+
     if kind in _PAD:
         pad = x.type.dtype.type(_PAD[kind])
         masks = [m for m, d in _masks(b, x) if d in dims]
 
         def step(senv):
-            v = _stacked_value(b, senv, x, ix)
+            v = stacked_x(senv)
             for m in masks:
                 v = np.where(m, v, pad)
             senv[ir] = _fast_reduce(kind, v, sdims, senv[iinit], t, acc_t, xp)
     elif kind == "sum":
         # each group's valid entries, in the plain plan's call shape: numpy's f32 summation
         # order depends on the length summed
-        C = b.C
         G = _group_count(b)
         cuts = []
         for g in range(G):
@@ -352,7 +361,7 @@ def _reduce(b: _Builder, op: Op, plain):
         shape = (C,) + tuple(t.shape)
 
         def step(senv):
-            v = _stacked_value(b, senv, x, ix)
+            v = stacked_x(senv)
             sums = np.empty(shape, acc_t)
             for cut in cuts:  # as _fast_reduce sums, group by group
                 np.add.reduce(v[cut], axis=sdims, dtype=acc_t, out=sums[cut[0]])

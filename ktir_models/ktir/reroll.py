@@ -360,17 +360,6 @@ def find_repeats(fn: Function) -> Repeats | None:
     return Repeats(start, period, count, sorted(differing), prints, template, shapes)
 
 
-def _shares_b(c, op: Op, vary_ids: set) -> bool:
-    """Whether matmul ``op`` can take a per-core B (ragged_steps.Shared): on the native kernel,
-    with a 2-D A and a zero or per-virtual-core accumulator (the rows of a core's groups then
-    form one block)."""
-    from .ops.linalg import _is_zero_const, uses_native
-
-    (a, _), (acc,) = op.groups["ins"], op.groups["outs"]
-    return uses_native(c, op) and len(a.type.shape) == 2 and \
-        (_is_zero_const(c, acc) or id(acc) in vary_ids)
-
-
 def _template(shapes: dict, count: int) -> int | None:
     """A group whose every ragged value is at least as large as every other group's in every
     dimension (the last one, usually), or None."""
@@ -391,7 +380,7 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     """``fn``'s repeats side by side, on every core of its grid at once, or None. ``c_plain``:
     the compiler of the plain plan (it holds every group's folded constants)."""
     from .compile import Compiler
-    from .ragged_steps import Unsupported, masked_ops, ragged_dims, shareable
+    from .ragged_steps import Unsupported, masked_ops, ragged_dims, shareable, shares_b
     from .stacked import _Builder, restack, varying_values
 
     if c_plain.xp.name != "numpy" or c_plain.lx_faults or not is_candidate(c_plain, fn):
@@ -460,7 +449,7 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     if core_seeds:  # values that differ between cores but not between a core's groups
         invariant = varying_values(fn, seeds=core_seeds, ops=ops) - \
             varying_values(fn, seeds=seeds, ops=ops)
-        b.shared = shareable(ops, invariant, lambda op: _shares_b(c, op, vary_ids))
+        b.shared = shareable(ops, invariant, lambda op: shares_b(c, op, vary_ids))
     try:
         steps = [s for s in (b.op(op) for op in ops) if s is not None]
     except Unsupported:
