@@ -9,7 +9,8 @@ A MODEL argument is, in this order of precedence:
    ``config.json`` is fetched through the hub client (cache first).
 
 Each registry TOML holds ``name``, ``repo_id``, ``revision`` (optional ``description``) and a
-``[config]`` table in ``config.json`` vocabulary (with an optional ``[config.rope_scaling]``).
+``[config]`` table in ``config.json`` vocabulary (with an optional ``[config.rope_scaling]``), and
+optionally ``local_dir``: a checkpoint directory shipped with the project (relative to its root).
 """
 
 from __future__ import annotations
@@ -59,12 +60,19 @@ def load_registry_entry(name: str, manifests_dir: Path | None = None) -> ModelSp
     if data.get("name", name) != name:
         raise UserError(f"{path}: field 'name' = {data['name']!r} does not match the file name {name!r}")
     config = ModelConfig.from_hf_dict(data["config"], f"{path} [config]")
+    local_dir = None
+    if data.get("local_dir") is not None:
+        # A checkpoint shipped with the project (path relative to the project root): `--weights
+        # hub` then means that directory, so the model runs without any network.
+        local_dir = (path.parent.parent / str(data["local_dir"])).resolve()
+        if not (local_dir / "config.json").is_file():
+            raise UserError(f"{path}: field 'local_dir' = {data['local_dir']!r}: no config.json in {local_dir}")
     return ModelSpec(
         name=name,
         repo_id=str(data["repo_id"]),
         revision=str(data["revision"]) if data.get("revision") is not None else None,
         config=config,
-        local_dir=None,
+        local_dir=local_dir,
     )
 
 
