@@ -24,6 +24,15 @@ def device_option():
     return typer.Option("auto", "--device", help=DEVICE_HELP)
 
 
+LX_MODEL_HELP = ("How LX bytes are counted: allocator (values live from definition to last use, "
+                 "elementwise results in place of dying operands) or strict (the earlier, "
+                 "conservative count); docs/emulator.md, \"LX accounting\".")
+
+
+def lx_model_option():
+    return typer.Option("allocator", "--lx-model", help=LX_MODEL_HELP)
+
+
 def build_backend(backend: str, device: str):
     """The back-end object for ``--backend``/``--device`` (UserError when unavailable)."""
     from ..ktir.backends import make_backend

@@ -15,7 +15,7 @@ import typer
 from ..errors import Mismatch, UserError
 from ..model.report import json_safe
 from .app import app
-from .backend_options import backend_option, build_backend, device_option
+from .backend_options import backend_option, build_backend, device_option, lx_model_option
 
 
 class _Doc:
@@ -61,7 +61,7 @@ def forward_extras(report, model: str, program: Path, weights: str, seed: int = 
 
 
 def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None,
-                     backend=None):
+                     backend=None, lx_model: str = "allocator"):
     """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run) on the
     array ``backend`` (a back-end object; default numpy)."""
     from ..model.diagnose import diagnose as run_diagnose
@@ -74,7 +74,8 @@ def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, che
     validate(manifest, spec.config)
     check_signatures(manifest)
     ckpt = get_checkpoint(spec, weights, seed=seed)
-    return run_diagnose(manifest, spec.config, ckpt, checks=checks, backend=backend)
+    return run_diagnose(manifest, spec.config, ckpt, checks=checks, backend=backend,
+                        lx_model=lx_model)
 
 
 def _check_json(json_path: Path | None, program: Path) -> None:
@@ -154,6 +155,7 @@ def diagnose(
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
     backend: str = backend_option(),
     device: str = device_option(),
+    lx_model: str = lx_model_option(),
 ) -> None:
     """Run the program and transformers side by side; name the first node out of its f16 band."""
     from ..model.report import write_json
@@ -165,7 +167,8 @@ def diagnose(
         from ..ktir.checks import NumericChecks
 
         checker = NumericChecks(strict=strict)
-    report = diagnose_program(model, program, weights, seed, checker, backend=array_backend)
+    report = diagnose_program(model, program, weights, seed, checker, backend=array_backend,
+                              lx_model=lx_model)
     print(report.render(table=table))
     if json_path is not None:
         write_json(json_path, _Doc({"diagnose": report.as_dict()}))

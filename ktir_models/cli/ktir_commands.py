@@ -11,7 +11,7 @@ import typer
 
 from ..errors import UserError
 from .app import app
-from .backend_options import backend_option, build_backend, device_option
+from .backend_options import backend_option, build_backend, device_option, lx_model_option
 
 
 @app.command("check")
@@ -56,36 +56,36 @@ def run(
     fn: Optional[str] = typer.Option(None, "--fn", help="function to run (default: the only one)"),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help=".npz: argument name -> array"),
     out: Optional[Path] = typer.Option(None, "--out", help=".npz receiving every buffer argument"),
+    force: bool = typer.Option(False, "--force", help="Let --out replace an existing file that is not an .npz."),
     scalar: List[str] = typer.Option([], "--scalar", help="scalar argument NAME=VALUE (repeat)"),
     lx_capacity: int = typer.Option(2 * 1024 * 1024, "--lx-capacity", help="LX bytes per core"),
     address_unit: str = typer.Option("element", "--address-unit",
                                      help="element | byte | stick"),
     backend: str = backend_option(),
     device: str = device_option(),
+    lx_model: str = lx_model_option(),
 ):
     """Run one function: arrays from --inputs are placed in HBM and their arguments receive the
     buffers' addresses; scalars come from --scalar; buffers are written to --out."""
     import numpy as np
 
     from ..ktir import Machine, load_module
-    from ..ktir.ir import ScalarType
 
     module = load_module(file)
     function = module.function(fn) if fn else module.only_function
     arrays: dict[str, np.ndarray] = {}
     if inputs is not None:
-        if not inputs.is_file():
-            raise UserError(f"--inputs {inputs}: no such file")
-        try:
-            with np.load(inputs, allow_pickle=False) as data:
-                arrays = {k.lstrip("%"): data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise UserError(f"--inputs {inputs}: cannot read .npz ({exc})") from None
+        from ..readers import InputFileError, read_npz
+
+        try:  # plain numeric arrays only; checked member by member (readers/npz_file.py)
+            arrays = {k.lstrip("%"): v for k, v in read_npz(inputs).items()}
+        except InputFileError as exc:
+            raise UserError(f"--inputs {exc}") from None
     if out is not None:
-        if inputs is not None and out.resolve() == inputs.resolve():
-            raise UserError(f"--out {out}: refusing to overwrite the input file")
-        if out.resolve() == Path(file).resolve():
-            raise UserError(f"--out {out}: refusing to overwrite the program")
+        from ..outputs import NPZ, check_output_target
+
+        check_output_target(out, "--out", NPZ, force=force,
+                            inputs=[file] + ([inputs] if inputs is not None else []))
     scalars = _parse_scalars(scalar)
     names = function.arg_names
     unknown = sorted(set(arrays) - set(names)) + sorted(set(scalars) - set(names))
@@ -99,7 +99,8 @@ def run(
                             "a positive number of bytes")
         unit = int(address_unit)
     array_backend = build_backend(backend, device)
-    machine = Machine(lx_capacity=lx_capacity, address_unit=unit, backend=array_backend)
+    machine = Machine(lx_capacity=lx_capacity, address_unit=unit, backend=array_backend,
+                      lx_model=lx_model)
     args: dict[str, object] = {}
     buffers = {}
     for name, arg in zip(names, function.args):
@@ -108,20 +109,17 @@ def run(
             buffers[name] = buf
             args[name] = buf.address
         elif name in scalars:
-            t = arg.type
-            text = scalars[name]
-            try:
-                args[name] = float(text) if isinstance(t, ScalarType) and t.is_float \
-                    else int(text, 0)
-            except ValueError:
-                raise UserError(f"--scalar {name}={text}: not a valid {t} value") from None
+            from .option_checks import scalar_value
+
+            args[name] = scalar_value(name, scalars[name], arg.type)
         else:
             raise UserError(f"{file}: argument %{name} of @{function.name} needs an array in "
                             "--inputs or a --scalar value")
     stats = machine.compile(function).run(args)
     print(f"{stats} on {array_backend.describe()}")
     if out is not None:
-        tmp = out.with_name(out.name + ".partial.npz")
-        np.savez(tmp, **{n: b.read() for n, b in buffers.items()})
-        tmp.replace(out)
+        from ..outputs import atomic_output
+
+        with atomic_output(out, "--out") as f:  # a temporary sibling, removed on any error
+            np.savez(f, **{n: b.read() for n, b in buffers.items()})
         print(f"wrote {len(buffers)} buffer(s) to {out}")

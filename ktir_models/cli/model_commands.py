@@ -18,7 +18,8 @@ import typer
 
 from ..errors import Mismatch, UserError
 from .app import app
-from .backend_options import backend_option, build_backend, device_option
+from .backend_options import backend_option, build_backend, device_option, lx_model_option
+from .option_checks import check_pass_options, check_seed
 
 GOLDEN_KEYWORDS = ("auto", "vendored", "live", "none")
 GOLDEN_FILE = "golden.f16.gz"
@@ -44,12 +45,18 @@ def forward(
     ),
     repeat: int = typer.Option(1, "--repeat", min=1, help="Passes to run (timings are medians)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    force: bool = typer.Option(False, "--force", help="Let --json replace an existing file that is not JSON."),
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     latency: bool = typer.Option(False, "--latency", help="Also print the latency model per node (docs/latency.md)."),
     diagnose: bool = typer.Option(False, "--diagnose", help="On a mismatch, name the first node out of its f16 band."),
     backend: str = backend_option(),
     device: str = device_option(),
+    lx_model: str = lx_model_option(),
+    prompt: Optional[str] = typer.Option(
+        None, "--prompt", help="Real text as the pass's tokens (the checkpoint's tokenizer); adds text metrics."
+    ),
+    text: Optional[Path] = typer.Option(None, "--text", help="Like --prompt, the text read from this UTF-8 file."),
 ) -> None:
     """Run MODEL's KTIR forward on the emulator and compare the logits with a golden.
 
@@ -62,16 +69,20 @@ def forward(
         raise UserError(f"--mode {mode}: expected decode or prefill")
     if tokens is not None and tokens < 1:
         raise UserError(f"--tokens {tokens}: expected a positive integer")
+    check_seed(seed)
     if json_path is not None:
-        check_json_target(json_path)
+        check_json_target(json_path, force=force)
     array_backend = build_backend(backend, device)  # an unavailable device fails here, first
 
+    text_input = _text_input(model, weights, seed, prompt, text)
     if program is None:
+        if text_input is not None and tokens is None:  # our program runs the whole text: m = its length
+            tokens, mode = _text_pass_shape(text_input, mode, past)
         program = _emit(model, mode, tokens, past)
     elif past:
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
     report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path,
-                      array_backend)
+                      array_backend, lx_model, text_input=text_input)
     print(report.render())
     from .diagnose_commands import forward_extras, with_sections  # --latency / --diagnose
 
@@ -95,12 +106,41 @@ def _emit(model: str, mode: str | None, tokens: int | None, past: int = 0) -> Pa
             "forward: our KTIR emitter is not available in this build; pass --program DIR "
             "(a fixture directory with manifest.json and node*.mlir)"
         ) from None
+    check_pass_options(spec.config, spec.name, mode or "decode", tokens, past)  # before anything is emitted
     return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
 
 
+def _text_input(model, weights, seed, prompt, text_file):
+    """The tokenised ``--prompt`` / ``--text`` (None without either); a UserError when the
+    checkpoint has no tokenizer."""
+    from ..model.text_input import encode_text, read_text
+
+    given = read_text(prompt, text_file)
+    if given is None:
+        return None
+    from ..model.registry import resolve_model
+    from ..model.weights import get_checkpoint
+
+    spec = resolve_model(model)
+    return encode_text(get_checkpoint(spec, weights, seed=seed), spec, *given)
+
+
+def _text_pass_shape(text_input, mode, past):
+    """(m, mode) of our program for a text: every token after the ``past`` prefix in one pass."""
+    m = len(text_input.ids) - past
+    if m < 1:
+        raise UserError(f"{text_input.where}: encodes to {len(text_input.ids)} tokens, none left after --past {past}")
+    if mode == "decode" and m != 1:
+        raise UserError(f"{text_input.where}: encodes to {len(text_input.ids)} tokens; decode runs one "
+                        f"(use --past {len(text_input.ids) - 1} to decode its last token after the rest)")
+    return m, mode or ("decode" if m == 1 else "prefill")
+
+
 def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet, json_path=None,
-             array_backend=None):
-    """The forward and its report; the emulator computes on ``array_backend`` (default numpy)."""
+             array_backend=None, lx_model="allocator", text_input=None):
+    """The forward and its report; the emulator computes on ``array_backend`` (default numpy).
+    With ``text_input`` (a tokenised text) the pass reads its ids instead of the synthetic ones and
+    the report adds teacher-forced text metrics."""
     from ..model import golden as golden_mod
     from ..model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from ..model.manifest import check_signatures, load_manifest, validate
@@ -133,13 +173,19 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
     if json_path is not None:
         _refuse_input_as_output(json_path, manifest, golden_path, ckpt)
     pass_ = pass_spec(manifest, cfg)
+    if text_input is not None:
+        from dataclasses import replace
+
+        ids, prefix = text_input.pass_ids(pass_.past, m, str(program))
+        pass_ = replace(pass_, token_ids=ids, prefix_ids=prefix)
     if pass_.past and manifest.extras.get("format") == "ktir-models/1":
         # Our programs continue a real KV cache: our own prefill program writes it (emit docs).
         from ..model.emit.generation import prefill_cache_inputs
 
-        vendored = {**prefill_cache_inputs(ckpt, program, backend=array_backend), **vendored}
+        vendored = {**prefill_cache_inputs(ckpt, program, backend=array_backend, prefix_ids=pass_.prefix_ids),
+                    **vendored}
 
-    runner = Runner(manifest, show_progress=not quiet, backend=array_backend)
+    runner = Runner(manifest, show_progress=not quiet, backend=array_backend, lx_model=lx_model)
     runner.load()
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, cfg, ckpt, pass_, vendored)
@@ -158,11 +204,20 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
 
     metrics = None
     verdict_passed, reasons = True, []
+    near_ties, band, text_doc = [], 0.0, None
     if golden is not None:
         logits = result.result.astype(np.float32)
         met = golden_mod.compare(logits, np.asarray(golden))
         verdict = judge(met)
         verdict_passed, reasons = verdict.passed, list(verdict.reasons)
+        near_ties, band = [asdict(t) for t in verdict.near_ties], verdict.band
+        if text_input is not None:
+            from ..model.text_metrics import next_token_targets, text_metrics
+
+            targets = next_token_targets(text_input.ids, pass_.past, m)
+            text_doc = {"source": text_input.where, "tokenizer": text_input.tokenizer,
+                        "text_tokens": len(text_input.ids),
+                        **text_metrics(logits, np.asarray(golden), targets).to_dict()}
         if result.nonfinite is not None:
             nf = result.nonfinite
             verdict_passed = False
@@ -201,6 +256,9 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         device=runner.machine.backend.device,
         backend_version=runner.machine.backend.describe(),
         matmul=runner.machine.matmul_order(),
+        near_tie_band=band,
+        near_ties=near_ties,
+        text=text_doc,
     )
 
 
@@ -242,6 +300,7 @@ def _metrics_dict(met) -> dict:
         "max_abs": float(met.max_abs),
         "max_abs_rel": float(met.max_abs_rel),
         "cosine": float(met.cosine),
+        "top1_margin": [float(x) for x in met.top1_margin],
     }
 
 

@@ -7,8 +7,9 @@ splats of constants, ...) are folded into the env template and cost nothing at r
 kind's builder lives in ``ops/<dialect>.py`` and is registered once in :data:`ops.BUILDERS`.
 
 LX accounting is static: tensor sizes are known from the types, so the LX high-water mark of the
-function and the first op that overflows the capacity are computed here; a fault step is planted in
-front of that op, so the overflow is reported (with the executing core) only if the op runs.
+function and the first op that overflows the capacity are computed here, once per function
+(lx_liveness.py, under the machine's ``lx_model``); a fault step is planted in front of that op,
+so the overflow is reported (with the executing core) only if the op runs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import EmulationFault, FaultSignal, KtirError, Location
-from .ir import Block, Function, Op, ScalarType, TensorType, Value
+from .ir import Block, Function, Op, ScalarType, Value
+from .lx_liveness import account
 from .machine import Machine, RunStats
 
 
@@ -175,66 +177,6 @@ def _fault_step(op: Op, message: str):
 
     step.op = op
     return step
-
-
-# ---------------------------------------------------------------------------------------------
-# static LX accounting
-
-_FREE_RESULTS = {"arith.constant", "tensor.empty", "tensor.expand_shape", "tensor.collapse_shape",
-                 "ktdp.inter_tile_produce"}
-
-
-def _charge(op: Op, v: Value) -> int:
-    if op.name in _FREE_RESULTS or not isinstance(v.type, TensorType):
-        return 0
-    return v.type.nbytes or 0
-
-
-def _block_peak(block: Block, live_in: int, cap: int, faults: dict, fault_ops: dict) -> int:
-    """Peak LX bytes while running ``block`` with ``live_in`` bytes live from outside.
-
-    Values are charged when defined and released after their last use in this block (a use inside
-    a nested region counts as a use by the op that owns the region); block arguments are charged
-    on entry (so a loop-carried accumulator is momentarily counted twice, as on the hardware).
-    """
-    last_use: dict[int, int] = {}
-
-    def note_uses(op: Op, k: int) -> None:
-        for v in op.operands:
-            last_use[id(v)] = k
-        for r in op.regions:
-            for b in r.blocks:
-                for inner in b.ops:
-                    note_uses(inner, k)
-
-    for k, op in enumerate(block.ops):
-        note_uses(op, k)
-    live = live_in + sum(a.type.nbytes or 0 for a in block.args if isinstance(a.type, TensorType))
-    peak = live
-    sizes: dict[int, int] = {}
-    dying: dict[int, list[int]] = {}
-    for k, op in enumerate(block.ops):
-        inner = 0
-        if op.regions:
-            inner = max(_block_peak(b, live, cap, faults, fault_ops) - live
-                        for r in op.regions for b in r.blocks)
-        added = 0
-        for v in op.results:
-            c = _charge(op, v)
-            if c:
-                sizes[id(v)] = c
-                dying.setdefault(last_use.get(id(v), k), []).append(id(v))
-                added += c
-        during = live + max(inner, added)
-        if during > cap and id(op) not in faults and not fault_ops:
-            faults[id(op)] = (f"LX scratchpad overflow: {during} bytes live after this op, "
-                              f"capacity {cap} bytes")
-            fault_ops[id(op)] = op
-        live += added
-        peak = max(peak, during)
-        for vid in dying.pop(k, ()):
-            live -= sizes[vid]
-    return peak
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,10 +453,9 @@ def _run_threads(steps, envs, exchange: _Exchange) -> None:
 def compile_function(machine: Machine, fn: Function) -> Plan:
     c = Compiler(machine, fn)
     arg_slots = [c.slot(a) for a in fn.args]
-    faults: dict = {}
-    fault_ops: dict = {}
-    peak = _block_peak(fn.body.block, 0, machine.lx_capacity, faults, fault_ops)
-    c.lx_faults = faults
+    lx = account(fn, machine.lx_capacity, machine.lx_model)
+    faults = c.lx_faults = lx.faults
+    peak = lx.peak
     steps = c.compile_block(fn.body.block)
     template = [None] * c.n_slots
     for s, v in c.consts.items():

@@ -747,10 +747,11 @@ def _core_coords(grid: tuple[int, int, int], core: int) -> tuple[int, int, int]:
 
 
 def _lx_peak(fn: Function, params: HardwareParams) -> int:
-    """Peak live LX bytes per core, from the emulator's own static accounting (compile.py)."""
-    from .compile import _block_peak
+    """Peak live LX bytes per core, from the emulator's own static accounting (lx_liveness.py,
+    its default allocator model)."""
+    from .lx_liveness import account
 
-    return int(_block_peak(fn.body.block, 0, params.lx_bytes, {}, {}))
+    return int(account(fn, params.lx_bytes).peak)
 
 
 def function_latency(fn: Function, params: HardwareParams | None = None, label: str | None = None,

@@ -314,12 +314,22 @@ class Machine:
 
     ``tapes``: a plan run repeatedly with the same arguments records its data steps once and then
     replays them without recomputing addresses (:mod:`.tape`; same bytes); ``False`` turns it off.
+
+    ``lx_model``: how LX bytes are counted (:mod:`.lx_liveness`): ``"allocator"`` (default; values
+    live from definition to last use, elementwise results in place of dying operands) or
+    ``"strict"`` (the earlier conservative count, an opt-in check).
     """
 
     def __init__(self, lx_capacity: int = DEFAULT_LX_BYTES, num_cores: int = MAX_CORES,
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
                  backend="numpy", device: str = "auto", grid_batching: bool = True,
-                 native_matmul: bool | None = None, tapes: bool = True):
+                 native_matmul: bool | None = None, tapes: bool = True,
+                 lx_model: str = "allocator"):
+        from .lx_liveness import MODELS
+
+        if lx_model not in MODELS:
+            raise UserError(f"lx_model must be one of {', '.join(MODELS)}, got {lx_model!r}")
+        self.lx_model = lx_model
         if isinstance(backend, str):
             from .backends import make_backend
 

@@ -389,12 +389,13 @@ def first_jump(errors: list[NodeError]) -> NodeError | None:
 
 def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = None,
              reference: dict | None = None, show_progress: bool = False,
-             backend: Any = None) -> DiagnoseReport:
+             backend: Any = None, lx_model: str = "allocator") -> DiagnoseReport:
     """Run ``manifest``'s program on ``ckpt`` and compare every mapped node with transformers.
 
     ``checks`` (optional) is passed to the emulator's machine as its checking mode; ``reference``
     (optional) reuses captured tensors (tests and notebooks diagnosing several copies);
-    ``backend`` (optional) is the emulator's array back end (default numpy; see ktir.backends).
+    ``backend`` (optional) is the emulator's array back end (default numpy; see ktir.backends);
+    ``lx_model`` how the machine counts LX (docs/emulator.md, "LX accounting").
     """
     from .. import ktir
     from .bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
@@ -404,7 +405,7 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
     roles = map_nodes(manifest)
     notes: list[str] = []
     spec = pass_spec(manifest, cfg)
-    machine = ktir.Machine(backend=backend if backend is not None else "numpy")
+    machine = ktir.Machine(backend=backend if backend is not None else "numpy", lx_model=lx_model)
     if checks is not None:
         machine.checks = checks
     runner = Runner(manifest, machine=machine, show_progress=show_progress)

@@ -80,14 +80,16 @@ class Runner:
         machine: Any | None = None,
         show_progress: bool = True,
         backend: Any = None,
+        lx_model: str = "allocator",
     ) -> None:
         """``machine``: run on this machine; else a new ``ktir.Machine`` on ``backend`` (a back-end
-        object from ``ktir.backends.make_backend`` or a name; default numpy)."""
+        object from ``ktir.backends.make_backend`` or a name; default numpy) counting LX with
+        ``lx_model`` (docs/emulator.md, "LX accounting")."""
         if machine is not None and backend is not None:
             raise ValueError("Runner: pass either machine or backend, not both")
         self.manifest = manifest
         self.machine = machine if machine is not None else \
-            ktir.Machine(backend=backend if backend is not None else "numpy")
+            ktir.Machine(backend=backend if backend is not None else "numpy", lx_model=lx_model)
         self.show_progress = show_progress
         self.timings = Timings()
         self._plans: list[Any] = []

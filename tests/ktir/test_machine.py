@@ -373,7 +373,9 @@ def test_fault_unmapped_hbm():
 def test_lx_overflow_and_high_water():
     body = (view("va", "a", (256, 256)) + tile("ta", "va", (256, 256), (256, 256), "%c0, %c0")
             + load("v", "ta", (256, 256))
-            + "    %w = arith.mulf %v, %v : tensor<256x256xf16>\n")
+            + "    %w = arith.mulf %v, %v : tensor<256x256xf16>\n"
+            # v is read again, so w cannot take its buffer (tests/ktir/test_lx_liveness.py)
+            + "    %z = arith.addf %w, %v : tensor<256x256xf16>\n")
     fn = program("%a: index", body)
     a = np.ones((256, 256), np.float16)
     m = ktir.Machine()  # 2 MiB: 2 x 128 KiB fits

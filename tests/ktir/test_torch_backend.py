@@ -233,7 +233,8 @@ def _out_of_view(kw):
 def _lx_overflow(kw):
     T = test_machine
     body = (T.view("va", "a", (256, 256)) + T.tile("ta", "va", (256, 256), (256, 256), "%c0, %c0")
-            + T.load("v", "ta", (256, 256)) + "    %w = arith.mulf %v, %v : tensor<256x256xf16>\n")
+            + T.load("v", "ta", (256, 256)) + "    %w = arith.mulf %v, %v : tensor<256x256xf16>\n"
+            + "    %z = arith.addf %w, %v : tensor<256x256xf16>\n")  # v lives on: w is a new buffer
     m = ktir.Machine(lx_capacity=200 * 1024, **kw)
     a = m.hbm.allocate_from(np.ones((256, 256), np.float16), name="a")
     T.run(T.program("%a: index", body), m, a.address)
