@@ -164,11 +164,28 @@ def input_tensor_ids(manifest: Manifest) -> list[int]:
     return ids
 
 
-def attention_mask(rows: int, cols: int, past: int) -> np.ndarray:
-    """``[rows, cols]`` f16: columns ``< past`` (filled cache slots) 0, the rest -65504."""
+def attention_mask(rows: int, cols: int, past: int, window: int | None = None) -> np.ndarray:
+    """``[rows, cols]`` f16: columns ``< past`` (filled cache slots) 0, the rest -65504; with a
+    sliding ``window`` also the filled columns outside row i's window (query position past + i)."""
+    from .inputs import hide_outside_window
+
     mask = np.full((rows, cols), MASKED, dtype=np.float16)
     mask[:, : min(past, cols)] = 0
-    return mask
+    return hide_outside_window(mask, past, window)
+
+
+def family_host_fields(manifest: Manifest, cfg: ModelConfig) -> tuple[float, int | None]:
+    """(embedding multiplier, sliding window) the host applies: our programs state them in their
+    ``host`` manifest field (so a program is bound as it was emitted); others follow the config."""
+    host = manifest.extras.get("host")
+    if isinstance(host, dict):
+        mult, window = host.get("embedding_multiplier", 1.0), host.get("sliding_window")
+        if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
+            raise UserError(f"{MANIFEST_FILE}: host.embedding_multiplier: expected a positive number, got {mult!r}")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise UserError(f"{MANIFEST_FILE}: host.sliding_window: expected a positive integer or null, got {window!r}")
+        return float(mult), window
+    return cfg.features.embedding_multiplier, cfg.features.sliding_window
 
 
 def bind_pass_inputs(
@@ -179,9 +196,10 @@ def bind_pass_inputs(
     vendored: dict[int, np.ndarray] | None = None,
 ) -> dict[int, np.ndarray]:
     """f16 host arrays, shaped like their manifest tensors, for every per-pass input tensor."""
-    from .inputs import embedding_rows, rope_tables
+    from .inputs import rope_tables, scaled_embedding_rows
 
     vendored = vendored or {}
+    multiplier, window = family_host_fields(manifest, cfg)
     out: dict[int, np.ndarray] = {}
     cos = sin = None
     for src in manifest.sources:
@@ -191,7 +209,7 @@ def bind_pass_inputs(
         if src.id in vendored:
             value = vendored[src.id]
         elif src.role == "embed":
-            value = embedding_rows(ckpt, spec.token_ids)
+            value = scaled_embedding_rows(ckpt, spec.token_ids, multiplier)
         elif src.role in ("cos", "sin"):
             if cos is None:
                 cos, sin = rope_tables(cfg, spec.positions)
@@ -211,7 +229,7 @@ def bind_pass_inputs(
         if manifest.attn_mask in vendored:
             out[t.id] = _as_tensor(vendored[t.id], t.shape, f"{MANIFEST_FILE}: attn_mask (tensor {t.id})")
         else:
-            out[t.id] = attention_mask(t.rows, t.cols, spec.past)
+            out[t.id] = attention_mask(t.rows, t.cols, spec.past, window)
     return out
 
 

@@ -1,7 +1,9 @@
 """Model architecture configs: the subset of a HuggingFace ``config.json`` the runner needs.
 
-Only the llama family is supported (SmolLM2 is a llama). Anything we cannot run faithfully — a
-different ``model_type``, an unknown ``rope_type``, biases, an activation other than SiLU — is a
+The generic decoder fields (sizes, heads, RoPE, eps, tying) are read here for every family; what a
+family changes relative to llama is read by its own file in :mod:`ktir_models.model.families` into
+``ModelConfig.features``. Anything we cannot run faithfully — an unknown ``model_type``, an unknown
+``rope_type``, extra biases, an activation other than SiLU, mixed layer kinds — is a
 :class:`~ktir_models.errors.UserError` that names where the config came from and the field, never a
 silent approximation.
 
@@ -12,14 +14,14 @@ Invariants of a :class:`ModelConfig` (checked on construction from a dict):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ktir_models.errors import UserError
+from ktir_models.model.families import FAMILIES, ConfigFields, Family, Features, family_of
 
-SUPPORTED_MODEL_TYPES = ("llama",)
+SUPPORTED_MODEL_TYPES = tuple(FAMILIES)
 SUPPORTED_ROPE_TYPES = ("llama3",)
 # Rope types that mean "no scaling" in HF configs (transformers 5 writes rope_parameters with
 # rope_type "default" even for unscaled models).
@@ -39,7 +41,7 @@ class RopeScaling:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """A llama-family decoder architecture."""
+    """A decoder architecture: the llama fields plus the family's :class:`Features`."""
 
     model_type: str
     hidden_size: int
@@ -54,6 +56,11 @@ class ModelConfig:
     rope_scaling: RopeScaling | None
     tie_word_embeddings: bool
     max_position_embeddings: int
+    features: Features = Features()
+
+    @property
+    def family(self) -> Family:
+        return FAMILIES[self.model_type]
 
     # ------------------------------------------------------------------ construction
 
@@ -67,24 +74,10 @@ class ModelConfig:
         if not isinstance(d, dict):
             raise UserError(f"{where}: expected a JSON object with the model config, got {type(d).__name__}")
 
-        model_type = d.get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
-            raise UserError(
-                f"{where}: field 'model_type' = {model_type!r} is not supported "
-                f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
-            )
-
-        def integer(name: str, default: Any = None) -> int:
-            value = d.get(name, default)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise UserError(f"{where}: field '{name}' must be a positive integer, got {value!r}")
-            return value
-
-        def number(name: str, default: Any = None, source: dict | None = None) -> float:
-            value = (source if source is not None else d).get(name, default)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise UserError(f"{where}: field '{name}' must be a positive number, got {value!r}")
-            return float(value)
+        family = family_of(d.get("model_type"), where)
+        model_type = family.model_type
+        fields = ConfigFields(d, where)
+        integer, number = fields.positive_int, fields.positive_number
 
         hidden = integer("hidden_size")
         heads = integer("num_attention_heads")
@@ -110,9 +103,7 @@ class ModelConfig:
         act = d.get("hidden_act", "silu")
         if act != "silu":
             raise UserError(f"{where}: field 'hidden_act' = {act!r} is not supported (only 'silu')")
-        for flag in ("attention_bias", "mlp_bias"):
-            if d.get(flag, False):
-                raise UserError(f"{where}: field '{flag}' = true is not supported (llama has no biases)")
+        features = family.read(fields)
 
         rope_params = d.get("rope_parameters")
         if rope_params is not None and not isinstance(rope_params, dict):
@@ -134,7 +125,7 @@ class ModelConfig:
         if not isinstance(tie, bool):
             raise UserError(f"{where}: field 'tie_word_embeddings' must be true or false, got {tie!r}")
 
-        return cls(
+        config = cls(
             model_type=model_type,
             hidden_size=hidden,
             intermediate_size=integer("intermediate_size"),
@@ -148,28 +139,27 @@ class ModelConfig:
             rope_scaling=rope_scaling,
             tie_word_embeddings=tie,
             max_position_embeddings=integer("max_position_embeddings", 2048),
+            features=features,
         )
+        check_size_bounds(config, where)  # size bounds: the delimited section at the end
+        return config
 
     @classmethod
     def from_json(cls, path: Path) -> "ModelConfig":
         """Read ``config.json``; a missing or malformed file is a UserError naming it."""
+        from ktir_models.readers import read_json
+
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read model config: {exc.strerror or exc}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        data = read_json(path, "model config")  # bounded: depth, number size, file size
         return cls.from_hf_dict(data, str(path))
 
     # ------------------------------------------------------------------ export
 
     def to_hf_dict(self) -> dict:
-        """A ``config.json`` dict that transformers' ``LlamaConfig`` loads to this architecture."""
+        """A ``config.json`` dict that transformers' config class of this family loads to this
+        architecture (the family's own fields come from ``family.write``)."""
         d: dict[str, Any] = {
-            "architectures": ["LlamaForCausalLM"],
+            "architectures": [self.family.architecture],
             "model_type": self.model_type,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -199,6 +189,7 @@ class ModelConfig:
                 "high_freq_factor": s.high_freq_factor,
                 "original_max_position_embeddings": s.original_max_position_embeddings,
             }
+        d.update(self.family.write(self.features))
         return d
 
     # ------------------------------------------------------------------ sizes
@@ -215,6 +206,10 @@ class ModelConfig:
         q = self.num_attention_heads * hd
         kv = self.num_key_value_heads * hd
         per_layer = h * q + 2 * h * kv + q * h + 3 * h * i + 2 * h
+        if self.features.qkv_bias:
+            per_layer += q + 2 * kv
+        if self.features.qk_norm:
+            per_layer += 2 * hd
         total = self.vocab_size * h + self.num_hidden_layers * per_layer + h
         if not self.tie_word_embeddings:
             total += self.vocab_size * h
@@ -262,3 +257,74 @@ def _rope_scaling(d: Any, where: str) -> RopeScaling | None:
         high_freq_factor=high,
         original_max_position_embeddings=original,
     )
+
+
+# ============================================================================================
+# Size bounds (input safety). Kept apart from the family logic above: these checks refuse
+# configs whose sizes no real checkpoint has (a vocab of 10^12, 10^9 heads), which would
+# otherwise hang or allocate terabytes before any other check ran. Each message names the field.
+
+#: Largest accepted value of each config.json size field (a few times the largest real models').
+SIZE_BOUNDS: dict[str, int] = {
+    "vocab_size": 1 << 22,
+    "hidden_size": 1 << 16,
+    "intermediate_size": 1 << 18,
+    "num_hidden_layers": 1 << 10,
+    "num_attention_heads": 1 << 10,
+    "num_key_value_heads": 1 << 10,
+    "head_dim": 1 << 11,
+    "max_position_embeddings": 1 << 24,
+}
+#: Largest estimated emulated-HBM footprint of one pass (weights + KV cache + activations).
+MAX_PASS_BYTES = 1 << 40
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """An estimate of one pass's emulated HBM bytes (all f16) and multiply-accumulates."""
+
+    weight_bytes: int
+    kv_cache_bytes: int
+    activation_bytes: int
+    macs: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.kv_cache_bytes + self.activation_bytes
+
+
+def estimate_pass_cost(cfg: "ModelConfig", tokens: int = 1, capacity: int = 1) -> PassCost:
+    """The cost of a pass of ``tokens`` new tokens over a KV cache of ``capacity`` rows."""
+    q = cfg.num_attention_heads * cfg.head_dim
+    kv = cfg.num_key_value_heads * cfg.head_dim
+    kv_bytes = 2 * 2 * cfg.num_hidden_layers * capacity * kv
+    per_token = 4 * cfg.hidden_size + q + 2 * kv + 3 * cfg.intermediate_size + cfg.vocab_size
+    per_token += cfg.num_attention_heads * capacity  # attention scores
+    activation_bytes = 2 * tokens * per_token * cfg.num_hidden_layers
+    macs = tokens * (cfg.num_parameters + cfg.num_hidden_layers * 2 * q * capacity)
+    return PassCost(cfg.f16_weight_bytes, kv_bytes, activation_bytes, macs)
+
+
+def check_size_bounds(cfg: "ModelConfig", where: str, *, tokens: int = 1, capacity: int = 1) -> None:
+    """Every size field within :data:`SIZE_BOUNDS` and the pass's estimated footprint within
+    :data:`MAX_PASS_BYTES`; a :class:`UserError` naming ``where`` and the field otherwise."""
+    for name, bound in SIZE_BOUNDS.items():
+        value = getattr(cfg, name)
+        if value > bound:
+            raise UserError(f"{where}: field '{name}' = {value} exceeds the supported bound {bound}")
+    cost = estimate_pass_cost(cfg, tokens, capacity)
+    if cost.total_bytes > MAX_PASS_BYTES:
+        parts = {
+            "weights (fields 'vocab_size', 'hidden_size', 'intermediate_size', 'num_hidden_layers')":
+                cost.weight_bytes,
+            "KV cache (past + tokens times 'num_key_value_heads', 'head_dim', 'num_hidden_layers')":
+                cost.kv_cache_bytes,
+            "activations (tokens times 'vocab_size', 'intermediate_size', 'num_hidden_layers')":
+                cost.activation_bytes,
+        }
+        biggest = max(parts, key=parts.__getitem__)
+        raise UserError(
+            f"{where}: one pass needs an estimated {cost.total_bytes / 2**30:.0f} GiB of emulated HBM, "
+            f"more than the bound {MAX_PASS_BYTES / 2**30:.0f} GiB; most of it is the {biggest}: "
+            f"{parts[biggest] / 2**30:.0f} GiB"
+        )

@@ -7,7 +7,10 @@ Conventions (DESIGN.md, "golden conventions"):
 - cos/sin ``[m, head_dim]`` in HF layout: ``cat(freqs, freqs)`` along the last axis, where
   ``freqs = position * inv_freq`` (``inv_freq`` with llama3 scaling when the config has it);
 - a KV prefix is ``[cache_len, num_key_value_heads * head_dim]`` (row = cache slot, columns head
-  major); masked attention scores use ``MASKED`` = -65504, the most negative finite float16.
+  major); masked attention scores use ``MASKED`` = -65504, the most negative finite float16;
+- family inputs: granite's ``embedding_multiplier`` scales the embedding rows (f32 product,
+  rounded once to f16, as the f32 forward's ``inputs_embeds * m``); mistral's sliding window hides
+  the cache columns ``j <= position - window`` of each row's query position.
 
 RoPE is evaluated as transformers does it (float32 ``inv_freq``, float32 ``position * inv_freq``,
 float32 cos/sin), then rounded once to float16, so the tables are what the golden forward uses, up
@@ -41,6 +44,32 @@ def embedding_rows(ckpt, ids) -> np.ndarray:
     if ids.size and (ids.min() < 0 or ids.max() >= vocab):
         raise UserError(f"token id out of range [0, {vocab}): {ids.min()}..{ids.max()}")
     return ckpt.read_rows_f16("model.embed_tokens.weight", ids)
+
+
+def scaled_embedding_rows(ckpt, ids, multiplier: float) -> np.ndarray:
+    """:func:`embedding_rows` times ``multiplier`` (granite's embedding_multiplier): the product in
+    f32, rounded once to float16; a product beyond the f16 range is a UserError."""
+    rows = embedding_rows(ckpt, ids)
+    if multiplier == 1.0:
+        return rows
+    with np.errstate(over="ignore"):
+        scaled = (rows.astype(np.float32) * np.float32(multiplier)).astype(np.float16)
+    if not np.isfinite(scaled).all():
+        raise UserError(f"embedding_multiplier {multiplier}: embedding rows times it overflow float16")
+    return scaled
+
+
+def hide_outside_window(mask: np.ndarray, past: int, window: int | None) -> np.ndarray:
+    """Sliding window on an additive mask ``[rows, cols]`` whose row i is the query at position
+    ``past + i``: columns ``j <= past + i - window`` become ``MASKED`` (in place; returned).
+    ``window`` None leaves the mask alone."""
+    if window is None:
+        return mask
+    rows, cols = mask.shape
+    j = np.arange(cols)[None, :]
+    position = past + np.arange(rows)[:, None]
+    mask[j <= position - window] = MASKED
+    return mask
 
 
 def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
@@ -85,14 +114,15 @@ def zero_kv_prefix(cfg: ModelConfig, cache_len: int) -> np.ndarray:
     return np.zeros((cache_len, cfg.num_key_value_heads * cfg.head_dim), dtype=np.float16)
 
 
-def prefix_mask(cache_len: int, past: int = 0, rows: int = 1) -> np.ndarray:
+def prefix_mask(cache_len: int, past: int = 0, rows: int = 1, window: int | None = None) -> np.ndarray:
     """Additive mask over the KV-cache slots ``[rows, cache_len]``: 0 for the ``past`` filled slots,
-    ``MASKED`` for the empty rest. ``past = 0`` is the golden convention (all masked)."""
+    ``MASKED`` for the empty rest. ``past = 0`` is the golden convention (all masked). With a
+    sliding ``window``, filled slots outside each row's window are masked too."""
     if not 0 <= past <= cache_len:
         raise UserError(f"KV prefix length {past} must lie in [0, cache_len={cache_len}]")
     mask = np.full((rows, cache_len), MASKED, dtype=np.float16)
     mask[:, :past] = 0
-    return mask
+    return hide_outside_window(mask, past, window)
 
 
 def decode_mask(cache_len: int, past: int) -> np.ndarray:

@@ -33,7 +33,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from ktir_models.errors import UserError
+from ktir_models.model.cache_temp import make_temp_dir, remove_stale_temps
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.safetensors_writer import DTYPES, TensorPlan, write_safetensors
 from ktir_models.model.weights import expected_shapes
@@ -57,6 +57,12 @@ LOW_RANK_WEIGHT = 0.3  # fraction of a matrix's variance in its shared low-rank 
 CHUNK_ELEMENTS = 1 << 22  # 4 Mi elements (16 MiB of f32) per generated block
 LOOKAHEAD_BLOCKS = 6  # blocks in flight on the thread pool (bounds memory)
 GENERATION_THREADS = 4
+# Family tensors are drawn away from their neutral values (a bias of 0 or a norm weight of 1 would
+# hide a dropped bias or a misplaced norm): biases N(0, BIAS_STD); q/k norm weights
+# QK_NORM_GAIN * (1 + QK_NORM_JITTER N(0,1)).
+BIAS_STD = 0.5
+QK_NORM_GAIN = 1.5
+QK_NORM_JITTER = 0.2
 
 
 def cache_root(override: Path | None = None) -> Path:
@@ -93,8 +99,13 @@ def ensure_synthetic(
     final = synthetic_dir(name, cfg, seed, dtype, cache_root)
     if (final / "config.json").is_file():
         return final
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise UserError(f"--seed {seed}: expected an integer in [0, {2**32 - 1}]")
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    # A writer killed mid-write (SIGKILL) leaves its temporary directory; dead writers' ones go
+    # here, never a live writer's (cache_temp.py has the rule).
+    remove_stale_temps(final.parent)
+    tmp = make_temp_dir(final)
     try:
         write_synthetic(tmp, cfg, seed, dtype, max_shard_bytes)
         try:
@@ -196,7 +207,11 @@ def _tensor_gain(name: str, cols: int, cfg: ModelConfig) -> float | None:
     if name.endswith(("q_proj.weight", "k_proj.weight")):
         return QK_GAIN / np.sqrt(cols)
     if name.endswith(("o_proj.weight", "down_proj.weight")):
-        return residual_write_rms(cfg) / np.sqrt(cols) / np.sqrt(cfg.num_hidden_layers)
+        # granite scales the embedding by embedding_multiplier and every write by
+        # residual_multiplier: the writes keep the recipe's size relative to the embedding
+        f = cfg.features
+        family_gain = f.embedding_multiplier / f.residual_multiplier
+        return family_gain * residual_write_rms(cfg) / np.sqrt(cols) / np.sqrt(cfg.num_hidden_layers)
     return 1.0 / np.sqrt(cols)
 
 
@@ -227,10 +242,16 @@ def _tensor_chunks(plan: TensorPlan, cfg: ModelConfig, seed: int, tensor_index: 
                    shared: dict[int, np.ndarray], pool: ThreadPoolExecutor) -> Iterator[np.ndarray]:
     """The values of one tensor, row blocks at a time, made by ``pool`` a few blocks ahead."""
     dtype = DTYPES[plan.dtype][1]
-    if len(plan.shape) == 1:  # RMSNorm weights
+    if len(plan.shape) == 1:  # RMSNorm weights and biases
         rng = np.random.default_rng([seed, tensor_index, 0])
-        gain = NORM_GAIN_FINAL if plan.name == "model.norm.weight" else 1.0
-        yield (gain * (1.0 + NORM_JITTER * rng.standard_normal(plan.shape[0], dtype=np.float32))).astype(dtype)
+        noise = rng.standard_normal(plan.shape[0], dtype=np.float32)
+        if plan.name.endswith(".bias"):
+            yield (BIAS_STD * noise).astype(dtype)
+        elif plan.name.endswith(("q_norm.weight", "k_norm.weight")):
+            yield (QK_NORM_GAIN * (1.0 + QK_NORM_JITTER * noise)).astype(dtype)
+        else:
+            gain = NORM_GAIN_FINAL if plan.name == "model.norm.weight" else 1.0
+            yield (gain * (1.0 + NORM_JITTER * noise)).astype(dtype)
         return
     rows, cols = plan.shape
     gain = _tensor_gain(plan.name, cols, cfg)

@@ -22,6 +22,7 @@ import numpy as np
 from ktir_models.errors import UserError
 from ktir_models.ktir.machine import f16_all_finite
 from ktir_models.model.config import ModelConfig
+from ktir_models.model.families.tensors import layer_tensor_shapes
 
 INDEX_FILE = "model.safetensors.index.json"
 EMBED = "model.embed_tokens.weight"
@@ -31,22 +32,13 @@ CONVERTIBLE = {"F16", "BF16", "F32", "F64"}
 
 
 def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a llama checkpoint of ``cfg`` must hold, with its PyTorch shape. A tied
-    checkpoint may also hold ``lm_head.weight``; it is checked when present."""
-    h, i, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
-    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    """Every tensor a checkpoint of ``cfg`` must hold, with its PyTorch shape (per-layer names and
+    the family's extra tensors: ``families/tensors.py``). A tied checkpoint may also hold
+    ``lm_head.weight``; it is checked when present."""
+    h = cfg.hidden_size
     shapes: dict[str, tuple[int, ...]] = {EMBED: (cfg.vocab_size, h)}
     for layer in range(cfg.num_hidden_layers):
-        p = f"model.layers.{layer}."
-        shapes[p + "input_layernorm.weight"] = (h,)
-        shapes[p + "self_attn.q_proj.weight"] = (q, h)
-        shapes[p + "self_attn.k_proj.weight"] = (kv, h)
-        shapes[p + "self_attn.v_proj.weight"] = (kv, h)
-        shapes[p + "self_attn.o_proj.weight"] = (h, q)
-        shapes[p + "post_attention_layernorm.weight"] = (h,)
-        shapes[p + "mlp.gate_proj.weight"] = (i, h)
-        shapes[p + "mlp.up_proj.weight"] = (i, h)
-        shapes[p + "mlp.down_proj.weight"] = (h, i)
+        shapes.update(layer_tensor_shapes(cfg, layer))
     shapes["model.norm.weight"] = (h,)
     shapes[LM_HEAD] = (cfg.vocab_size, h)
     return shapes
@@ -129,8 +121,8 @@ class Checkpoint:
         return self._shapes[self._known(hf_name)]
 
     def resolve(self, disk: str) -> str:
-        """A manifest ``disk`` name (HF name without ``.weight``) -> the HF tensor name to read."""
-        name = disk if disk.endswith(".weight") else disk + ".weight"
+        """A manifest ``disk`` name (HF name without ``.weight``; biases keep ``.bias``) -> the HF tensor name."""
+        name = disk if disk.endswith((".weight", ".bias")) else disk + ".weight"
         if name in self._files:
             return name
         if name == LM_HEAD and self.config.tie_word_embeddings:

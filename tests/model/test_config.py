@@ -57,7 +57,8 @@ def test_untied_config_counts_lm_head():
 @pytest.mark.parametrize(
     "change, field",
     [
-        ({"model_type": "mistral"}, "model_type"),
+        ({"model_type": "mixtral"}, "model_type"),
+        ({"model_type": "gpt2"}, "model_type"),
         ({"rope_scaling": {**LLAMA_32_1B["rope_scaling"], "rope_type": "yarn"}}, "rope_scaling"),
         ({"hidden_size": -3}, "hidden_size"),
         ({"num_key_value_heads": 5}, "num_key_value_heads"),

@@ -47,8 +47,27 @@ def _symbol(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
+def host_fields(cfg: ModelConfig) -> dict[str, Any]:
+    """What the host applies for the family when it builds a pass's inputs (manifest ``host``):
+    ``embedding_multiplier`` scales the embedding rows (f32 product, rounded once to f16) and
+    ``sliding_window`` (or null) hides mask columns ``j <= position - window``. Empty for a
+    family with neither (llama programs stay byte for byte what they were)."""
+    f = cfg.features
+    host: dict[str, Any] = {}
+    if f.embedding_multiplier != 1.0:
+        host["embedding_multiplier"] = f.embedding_multiplier
+    if f.sliding_window is not None:
+        host["sliding_window"] = f.sliding_window
+    return host
+
+
 def _extras(cfg: ModelConfig, mode: str, shape: PassShape, name: str, emitter: LlamaEmitter) -> dict[str, Any]:
     s = shape
+    window = cfg.features.sliding_window
+    rule = "mask[i][j] = 0 if j < past else hidden (fresh tokens: causal inside the program)"
+    if window is not None:
+        rule = (f"mask[i][j] = 0 if j < past and (past + i) - j < {window} else hidden "
+                "(sliding window; fresh tokens: causal and windowed inside the program)")
     return {
         "format": FORMAT,
         "emitter_version": EMITTER_VERSION,
@@ -73,8 +92,9 @@ def _extras(cfg: ModelConfig, mode: str, shape: PassShape, name: str, emitter: L
             "cols": s.capacity,
             "visible": 0.0,
             "hidden": MASKED,
-            "rule": "mask[i][j] = 0 if j < past else hidden (fresh tokens: causal inside the program)",
+            "rule": rule,
         },
+        **({"host": host_fields(cfg)} if host_fields(cfg) else {}),
         "dtypes": {"hbm": "f16", "compute": "f32"},
     }
 

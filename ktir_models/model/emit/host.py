@@ -16,16 +16,20 @@ import numpy as np
 MASKED = -65504.0
 
 
-def attention_mask(past: int, m: int, capacity: int) -> np.ndarray:
-    """f16 ``[m, capacity]``: the ``past`` valid cache rows visible (0.0), the rest ``MASKED``.
+def attention_mask(past: int, m: int, capacity: int, window: int | None = None) -> np.ndarray:
+    """f16 ``[m, capacity]``: the ``past`` valid cache rows visible (0.0), the rest ``MASKED``;
+    with a sliding ``window`` (manifest ``host.sliding_window``) also the valid rows outside row
+    i's window (query position ``past + i`` sees rows ``> past + i - window``).
 
     This is the external dumps' convention (the mask covers the prefix cache; the causal structure
     of the m fresh tokens is a constant inside the attention kernel)."""
+    from ..inputs import hide_outside_window
+
     if past < 0 or m < 1 or capacity < past + m:
         raise ValueError(f"bad mask shape: past={past} m={m} capacity={capacity}")
     mask = np.full((m, capacity), MASKED, dtype=np.float16)
     mask[:, :past] = 0.0
-    return mask
+    return hide_outside_window(mask, past, window)
 
 
 def positions(past: int, m: int) -> np.ndarray:

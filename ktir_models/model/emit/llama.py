@@ -18,6 +18,18 @@ past = 0; decode after a prefill: past = P). Per layer (11 nodes)::
 then ``logits = lm_head(norm(x))``. All activations between nodes are f16 in HBM; every node
 computes in f32 and rounds once (see docs/emitter.md).
 
+The family's :class:`~ktir_models.model.families.Features` change this graph in place, never by
+approximation (docs/families.md):
+
+* ``qkv_bias`` (qwen2): q/k/v GEMMs take a ``bias`` epilogue (the bias vectors are weight sources);
+* ``qk_norm`` (qwen3): ``q_norm`` / ``k_norm`` nodes — an RMSNorm over each head's ``head_dim``
+  columns (the rmsnorm kernel on the ``[m*heads, head_dim]`` view) — between the q/k GEMMs and RoPE;
+* ``residual_multiplier`` / ``logits_scaling`` (granite): scalars in the o_proj / down_proj and
+  lm_head epilogues; ``attention_multiplier``: the attention's softmax scale;
+* ``sliding_window`` (mistral): the attention's fresh causal constant is windowed (the host mask
+  windows the cached prefix);
+* ``embedding_multiplier`` (granite) scales the host's embedding rows (manifest field ``host``).
+
 The KV cache of layer l is two host-bound source tensors ``[C, kv_heads*head_dim]`` (roles
 ``prefix_k`` / ``prefix_v``, rows = positions) that this pass reads *and writes*: the host zeroes
 them for a first pass and carries them from one pass to the next.
@@ -65,6 +77,12 @@ class LayerWeights:
     down_proj: Tensor
     k_cache: Tensor
     v_cache: Tensor
+    # family extras (None when the family has none)
+    q_bias: Tensor | None = None
+    k_bias: Tensor | None = None
+    v_bias: Tensor | None = None
+    q_norm: Tensor | None = None
+    k_norm: Tensor | None = None
 
 
 class LlamaEmitter:
@@ -94,24 +112,35 @@ class LlamaEmitter:
         for i, w in enumerate(layers):
             x = self.decoder_layer(i, x, w)
         h = self.rmsnorm("norm", None, x, norm)
-        logits = self.gemm("lm_head", None, h, [lm_head], c.vocab_size)
+        logits = self.gemm("lm_head", None, h, [lm_head], c.vocab_size, divisor=c.features.logits_scaling)
         p.finish(result=logits, mask=self.mask)
         self.layers = layers
         return p
 
     def decoder_layer(self, i: int, x: Tensor, w: LayerWeights) -> Tensor:
         c = self.cfg
+        rm = c.features.residual_multiplier
         h = self.rmsnorm("input_layernorm", i, x, w.input_layernorm)
-        q = self.gemm("q_proj", i, h, [w.q_proj], self.q_dim)
-        k = self.gemm("k_proj", i, h, [w.k_proj], self.kv_dim)
-        self.gemm("v_proj", i, h, [w.v_proj], self.kv_dim, into_cache=w.v_cache)
-        q_rot = self.rope("rope_q", i, q, c.num_attention_heads)
-        self.rope("rope_k", i, k, c.num_key_value_heads, into_cache=w.k_cache)
+        q_rot = self.attention_inputs(i, h, w)
         attn = self.attention(i, q_rot, w.k_cache, w.v_cache)
-        x = self.gemm("o_proj", i, attn, [w.o_proj], c.hidden_size, residual=x)
+        x = self.gemm("o_proj", i, attn, [w.o_proj], c.hidden_size, residual=x, multiplier=rm)
         h = self.rmsnorm("post_attention_layernorm", i, x, w.post_attention_layernorm)
         act = self.gemm("gate_up_silu", i, h, [w.gate_proj, w.up_proj], c.intermediate_size)
-        return self.gemm("down_proj", i, act, [w.down_proj], c.hidden_size, residual=x)
+        return self.gemm("down_proj", i, act, [w.down_proj], c.hidden_size, residual=x, multiplier=rm)
+
+    def attention_inputs(self, i: int, h: Tensor, w: LayerWeights) -> Tensor:
+        """q/k/v projections (with their biases), the per-head q/k norms, RoPE; v and the rotated
+        k land in the cache. Returns the rotated q."""
+        c = self.cfg
+        q = self.gemm("q_proj", i, h, [w.q_proj], self.q_dim, bias=w.q_bias)
+        k = self.gemm("k_proj", i, h, [w.k_proj], self.kv_dim, bias=w.k_bias)
+        self.gemm("v_proj", i, h, [w.v_proj], self.kv_dim, into_cache=w.v_cache, bias=w.v_bias)
+        if w.q_norm is not None and w.k_norm is not None:  # qwen3: before RoPE
+            q = self.head_norm("q_norm", i, q, w.q_norm, c.num_attention_heads)
+            k = self.head_norm("k_norm", i, k, w.k_norm, c.num_key_value_heads)
+        q_rot = self.rope("rope_q", i, q, c.num_attention_heads)
+        self.rope("rope_k", i, k, c.num_key_value_heads, into_cache=w.k_cache)
+        return q_rot
 
     # ------------------------------------------------------------------ sources
 
@@ -123,6 +152,16 @@ class LlamaEmitter:
 
     def layer_weights(self, i: int) -> LayerWeights:
         c, hs, pre = self.cfg, self.cfg.hidden_size, f"model.layers.{i}."
+        f, hd = c.features, c.head_dim
+        extras: dict[str, Tensor] = {}
+        if f.qkv_bias:
+            for proj, n in (("q", self.q_dim), ("k", self.kv_dim), ("v", self.kv_dim)):
+                extras[f"{proj}_bias"] = self.weight(f"self_attn_{proj}_proj_bias",
+                                                     pre + f"self_attn.{proj}_proj.bias", i, 1, n, False)
+        if f.qk_norm:
+            for proj in ("q", "k"):
+                extras[f"{proj}_norm"] = self.weight(f"self_attn_{proj}_norm", pre + f"self_attn.{proj}_norm",
+                                                     i, 1, hd, False)
         return LayerWeights(
             input_layernorm=self.weight("input_layernorm", pre + "input_layernorm", i, 1, hs, False),
             q_proj=self.weight("self_attn_q_proj", pre + "self_attn.q_proj", i, hs, self.q_dim, True),
@@ -136,6 +175,7 @@ class LlamaEmitter:
             down_proj=self.weight("mlp_down_proj", pre + "mlp.down_proj", i, c.intermediate_size, hs, True),
             k_cache=self.p.tensor(self.shape.capacity, self.kv_dim, role="prefix_k", layer=i),
             v_cache=self.p.tensor(self.shape.capacity, self.kv_dim, role="prefix_v", layer=i),
+            **extras,
         )
 
     # ------------------------------------------------------------------ nodes
@@ -154,26 +194,44 @@ class LlamaEmitter:
         return out
 
     def gemm(self, what: str, layer: int | None, x: Tensor, weights: list[Tensor], n: int,
-             residual: Tensor | None = None, into_cache: Tensor | None = None) -> Tensor:
+             residual: Tensor | None = None, into_cache: Tensor | None = None, bias: Tensor | None = None,
+             multiplier: float = 1.0, divisor: float = 1.0) -> Tensor:
         """``x @ W^T`` into a new tensor, or into rows ``past..`` of a cache tensor; two weights
-        mean ``silu(x @ gate^T) * (x @ up^T)``; ``residual`` is added before rounding."""
+        mean ``silu(x @ gate^T) * (x @ up^T)``; ``residual`` or ``bias`` is added before rounding,
+        after the accumulator is multiplied by ``multiplier`` and divided by ``divisor``."""
         m, k = self.shape.m, x.cols
         out = into_cache if into_cache is not None else self.p.tensor(m, n)
         wnames = ["w"] if len(weights) == 1 else ["gate", "up"]
         args = [Arg("x", x)] + [Arg(nm, w) for nm, w in zip(wnames, weights)]
         if residual is not None:
             args.append(Arg("res", residual))
+        if bias is not None:
+            args.append(Arg("bias", bias))
         args.append(Arg("out", out, True))
         base = RowBase()
         if into_cache is not None:
             base = self.shape.row_base
             args += self._pos_args()
-        epilogue = "silu_mul" if len(weights) == 2 else ("residual" if residual is not None else "none")
+        epilogue = "silu_mul" if len(weights) == 2 else \
+            ("residual" if residual is not None else ("bias" if bias is not None else "none"))
         self.p.node(
             what, layer, "gemm", args,
             lambda fn: gemm_kernel(fn, m=m, k=k, n=n, x="x", weights=wnames, out="out",
                                    epilogue=epilogue, residual="res" if residual is not None else None,
-                                   out_rows=out.rows, out_base=base),
+                                   out_rows=out.rows, out_base=base, bias="bias" if bias is not None else None,
+                                   multiplier=multiplier, divisor=divisor),
+        )
+        return out
+
+    def head_norm(self, what: str, layer: int, x: Tensor, weight: Tensor, heads: int) -> Tensor:
+        """RMSNorm of every head of ``x [m, heads*head_dim]`` over its ``head_dim`` columns: the
+        rmsnorm kernel on the same bytes viewed as ``[m*heads, head_dim]`` (qwen3's q_norm/k_norm)."""
+        c, m = self.cfg, self.shape.m
+        out = self.p.tensor(m, heads * c.head_dim)
+        self.p.node(
+            what, layer, "rmsnorm", [Arg("x", x), Arg("w", weight), Arg("out", out, True)],
+            lambda fn: rmsnorm_kernel(fn, m=m * heads, hidden=c.head_dim, eps=c.rms_norm_eps,
+                                      x="x", weight="w", out="out"),
         )
         return out
 
@@ -202,6 +260,7 @@ class LlamaEmitter:
             lambda fn: attention_kernel(fn, m=s.m, capacity=s.capacity, heads=c.num_attention_heads,
                                         kv_heads=c.num_key_value_heads, head_dim=c.head_dim, q="q",
                                         k_cache="k_cache", v_cache="v_cache", mask="mask", out="out",
-                                        fresh=s.row_base),
+                                        fresh=s.row_base, scale=c.features.attention_scale(c.head_dim),
+                                        window=c.features.sliding_window),
         )
         return out

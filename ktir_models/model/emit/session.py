@@ -28,7 +28,7 @@ import numpy as np
 
 from ... import ktir
 from ...errors import UserError
-from ..inputs import embedding_rows, prefix_mask, rope_tables
+from ..inputs import prefix_mask, rope_tables, scaled_embedding_rows
 
 FORMAT = "ktir-models/1"
 
@@ -156,10 +156,11 @@ class Session:
             raise UserError(f"past {past} + {m} tokens exceed the KV capacity {program.capacity}")
         bufs, roles = program.buffers, program.roles
         cos, sin = rope_tables(self.cfg, np.arange(past, past + m))
-        bufs[roles["embed"]].write(embedding_rows(self.ckpt, ids))
+        host = program.doc.get("host", {})  # the family's host-side inputs, as emitted
+        bufs[roles["embed"]].write(scaled_embedding_rows(self.ckpt, ids, float(host.get("embedding_multiplier", 1.0))))
         bufs[roles["cos"]].write(cos)
         bufs[roles["sin"]].write(sin)
-        bufs[roles["mask"]].write(prefix_mask(program.capacity, past, rows=m))
+        bufs[roles["mask"]].write(prefix_mask(program.capacity, past, rows=m, window=host.get("sliding_window")))
         scalars = {"position": past}
 
         node_lx = []

@@ -56,11 +56,14 @@ class GemmPlan:
 
 
 #: Epilogue LX per output element (bytes): the f16 result, plus for "residual" the residual tile
-#: (f16) and the f32 sum, for "silu_mul" four f32 temporaries.
-EPILOGUE_BYTES = {"none": 2, "residual": 2 + 2 + 4, "silu_mul": 2 + 4 * 4}
+#: (f16) and the f32 sum, for "silu_mul" four f32 temporaries, for "bias" the broadcast f32 bias
+#: and the f32 sum (the bias row itself, f16 + f32, is counted per element too: an overestimate).
+#: A family scalar (multiplier / divisor) adds SCALAR_BYTES per element (its f32 product).
+EPILOGUE_BYTES = {"none": 2, "residual": 2 + 2 + 4, "silu_mul": 2 + 4 * 4, "bias": 2 + 6 + 4 + 4}
+SCALAR_BYTES = 4
 
 
-def gemm_lx(mb: int, nb: int, kb: int, weights: int, epilogue: str = "silu_mul") -> int:
+def gemm_lx(mb: int, nb: int, kb: int, weights: int, epilogue: str = "silu_mul", scalars: int = 0) -> int:
     """LX bytes live at the worst point of one output chunk of a GEMM node.
 
     The f16 x and weight tiles (the matmul takes them directly, accumulating in f32), the f32
@@ -68,11 +71,11 @@ def gemm_lx(mb: int, nb: int, kb: int, weights: int, epilogue: str = "silu_mul")
     the epilogue temporaries.
     """
     return (2 * mb * kb + 2 * nb * kb + 8 * mb * nb + 4 * mb * nb * (weights - 1)
-            + EPILOGUE_BYTES[epilogue] * mb * nb)
+            + (EPILOGUE_BYTES[epilogue] + SCALAR_BYTES * scalars) * mb * nb)
 
 
 def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
-              budget: int = LX_BUDGET) -> GemmPlan:
+              budget: int = LX_BUDGET, scalars: int = 0) -> GemmPlan:
     """Choose the column chunk (a multiple of 64 up to ``n / 32`` rounded up, or all of a narrow
     ``n``) and the K block (the largest divisor of K that fits ``budget``) that minimise the
     K-loop trips of the busiest core — core 0, which also takes a ragged tail chunk. Fewer, larger
@@ -84,7 +87,7 @@ def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
     candidates = sorted({top, *range(64, top, 64)} | ({n} if n < 64 else set()), reverse=True)
     best = None
     for nb in candidates:
-        fitting = [d for d in divisors(k) if gemm_lx(mb, nb, d, weights, epilogue) <= budget]
+        fitting = [d for d in divisors(k) if gemm_lx(mb, nb, d, weights, epilogue, scalars) <= budget]
         if not fitting:
             continue
         kb = fitting[-1]
@@ -97,7 +100,7 @@ def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
     if best is None:
         raise UserError(f"GEMM [{m}x{k}] x [{k}x{n}] does not fit LX in any column chunk")
     _, nb, kb, full, tail, grid = best
-    return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights, epilogue))
+    return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights, epilogue, scalars))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,11 @@ Query heads are dealt round-robin to the cores; each head reads the K/V rows of 
 (``head // (heads / kv_heads)``). Numerics (all f32, like transformers' eager f32 forward):
 ``s = (q @ k^T) * head_dim^-0.5 + mask``, ``p = exp(s - max s) / sum p``, ``o = p @ v``, rounded
 once to f16. The matmuls take the f16 q/K/V tiles directly (mixed precision, f32 accumulator).
+
+Sliding window (mistral, ``window`` = W): the query at position p sees keys at positions
+``p - W < j <= p``. For the fresh block that is part of the causal constant (row i sees fresh keys
+``i - W < j <= i``); for the prefix the host's mask hides the old columns (docs/emitter.md, "Host
+contract"), so one program serves every position.
 """
 
 from __future__ import annotations
@@ -44,15 +49,21 @@ def attention_kernel(
     out: str,
     fresh: RowBase,
     budget: int = LX_BUDGET,
+    scale: float | None = None,
+    window: int | None = None,
 ) -> KernelText:
     """``fresh`` is where this pass's rows start in the cache (the constant ``past`` or the
-    ``pos`` argument). The prefix part reads ``past`` rows when static, all C rows when dynamic."""
+    ``pos`` argument). The prefix part reads ``past`` rows when static, all C rows when dynamic.
+    ``scale`` (default ``head_dim ** -0.5``) multiplies the scores; ``window`` limits the fresh
+    block's causal constant to the sliding window."""
     prefix_rows = capacity if fresh.arg is not None else fresh.static
+    scale = head_dim**-0.5 if scale is None else scale
     plan = plan_attention(m, capacity, heads, head_dim, budget)
     if plan.key_block is not None:
         return _streaming_attention(name, plan, m=m, capacity=capacity, heads=heads, kv_heads=kv_heads,
                                     head_dim=head_dim, q=q, k_cache=k_cache, v_cache=v_cache, mask=mask,
-                                    out=out, fresh=fresh, prefix_rows=prefix_rows)
+                                    out=out, fresh=fresh, prefix_rows=prefix_rows, scale=scale,
+                                    window=window)
     group = heads // kv_heads
     kt, (qv, kv, vv, mv, ov) = _kernel_and_views(name, plan, m=m, capacity=capacity, heads=heads,
                                                  kv_heads=kv_heads, head_dim=head_dim, q=q,
@@ -79,8 +90,8 @@ def attention_kernel(
         parts = []  # (scores, values) of each part
         if prefix is not None:
             mask_tile = kt.extf(kt.load(mv, [row, c0], (mb, prefix_rows)))
-            parts.append((_scores(kt, qt, prefix[0], mask_tile, head_dim), prefix[1]))
-        parts.append((_scores(kt, qt, fresh_k, _causal(kt, r0, mb, m), head_dim), fresh_v))
+            parts.append((_scores(kt, qt, prefix[0], mask_tile, scale), prefix[1]))
+        parts.append((_scores(kt, qt, fresh_k, _causal(kt, r0, mb, m, window), scale), fresh_v))
 
         top = kt.splat(MAX_INIT, (mb,))
         for s, _ in parts:
@@ -99,7 +110,7 @@ def attention_kernel(
 
 def _streaming_attention(name: str, plan: AttentionPlan, *, m: int, capacity: int, heads: int, kv_heads: int,
                          head_dim: int, q: str, k_cache: str, v_cache: str, mask: str, out: str,
-                         fresh: RowBase, prefix_rows: int) -> KernelText:
+                         fresh: RowBase, prefix_rows: int, scale: float, window: int | None) -> KernelText:
     """Long caches: the prefix keys stream through blocks of ``plan.key_block`` rows with an
     online softmax (running row max, running sum, running output, all f32, carried by one
     ``scf.for``; a ragged last block follows the loop), then the fresh block; one division at the
@@ -130,14 +141,14 @@ def _streaming_attention(name: str, plan: AttentionPlan, *, m: int, capacity: in
             keys = kt.load(kv, [at, kcol], (size, head_dim))
             values = kt.load(vv, [at, kcol], (size, head_dim))
             bias = kt.extf(kt.load(mv, [row, at], (mb, size)))
-            return _online(kt, state, qt, keys, values, bias, head_dim)
+            return _online(kt, state, qt, keys, values, bias, scale)
 
         if full:
             j, carried, result = kt.loop_begin(kt.index(0), kt.index(full * kb), kt.index(kb), state)
             state = kt.loop_end(block(j, kb, carried), result)
         if tail:
             state = block(kt.index(full * kb), tail, state)
-        state = _online(kt, state, qt, fresh_k, fresh_v, _causal(kt, r0, mb, m), head_dim)
+        state = _online(kt, state, qt, fresh_k, fresh_v, _causal(kt, r0, mb, m, window), scale)
         _, total, o = state
         o = kt.binary("divf", o, kt.broadcast(total, (mb, head_dim), new_dim=1))
         kt.store(kt.truncf(o), ov, [row, qcol])
@@ -156,10 +167,10 @@ def _kernel_and_views(name: str, plan: AttentionPlan, *, m: int, capacity: int, 
     return kt, views
 
 
-def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val, head_dim: int) -> list[Val]:
+def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val, scale: float) -> list[Val]:
     """One online-softmax step: fold the scores of ``keys`` into (row max, row sum, output)."""
     top, total, o = state
-    s = _scores(kt, q, keys, bias, head_dim)
+    s = _scores(kt, q, keys, bias, scale)
     new_top = kt.binary("maximumf", top, kt.reduce_rows("maximumf", s, kt.splat(MAX_INIT, top.shape)))
     alpha = kt.unary("math.exp", kt.binary("subf", top, new_top))  # rescales what came before
     p = kt.unary("math.exp", kt.binary("subf", s, kt.broadcast(new_top, s.shape, new_dim=1)))
@@ -168,22 +179,23 @@ def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: 
     return [new_top, total, o]
 
 
-def _scores(kt: Kernel, q: Val, keys: Val, mask: Val, head_dim: int) -> Val:
-    """``(q @ keys^T) * head_dim^-0.5 + mask`` in f32."""
+def _scores(kt: Kernel, q: Val, keys: Val, mask: Val, scale: float) -> Val:
+    """``(q @ keys^T) * scale + mask`` in f32."""
     s = kt.matmul(q, keys, kt.splat(0.0, (q.shape[0], keys.shape[0])), transpose_b=True)
-    s = kt.binary("mulf", s, kt.splat(head_dim**-0.5, s.shape))
+    s = kt.binary("mulf", s, kt.splat(scale, s.shape))
     return kt.binary("addf", s, mask)
 
 
-def _causal(kt: Kernel, r0: int, mb: int, m: int) -> Val:
+def _causal(kt: Kernel, r0: int, mb: int, m: int, window: int | None = None) -> Val:
     """Rows ``r0 .. r0+mb-1`` of the causal triangle of m fresh tokens (f32 constant):
-    row i sees fresh keys ``0 .. i``."""
+    row i sees fresh keys ``0 .. i``, and with a sliding ``window`` only those with ``i - j < window``."""
     if m == 1:  # a single fresh token sees itself
         return kt.splat(0.0, (1, 1))
     zero, hidden = float_literal(0.0, "f32"), float_literal(HIDDEN, "f32")
     rows = []
     for i in range(r0, r0 + mb):
-        rows.append("[" + ", ".join(zero if j <= i else hidden for j in range(m)) + "]")
+        rows.append("[" + ", ".join(zero if j <= i and (window is None or i - j < window) else hidden
+                                    for j in range(m)) + "]")
     out = Val(kt.fresh("causal"), (mb, m), "f32")
     kt.emit(f"{out.name} = arith.constant dense<[{', '.join(rows)}]> : {out.type}")
     return out
