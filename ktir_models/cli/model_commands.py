@@ -231,7 +231,8 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         mode=manifest.mode,
         tokens=m,
         weights=getattr(ckpt, "origin", weights),
-        golden={"live": "live (transformers f32)", "none": "none"}.get(choice, f"{choice}: {golden_path}"),
+        golden={"live": f"live ({ckpt.golden_source}, f32)" if hasattr(ckpt, "golden_source")
+                else "live (transformers f32)", "none": "none"}.get(choice, f"{choice}: {golden_path}"),
         nodes=len(manifest.nodes),
         repeat=repeat,
         passed=verdict_passed,

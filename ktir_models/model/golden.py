@@ -145,15 +145,19 @@ _MODEL_CACHE: dict[str, object] = {}
 def load_transformers_model(ckpt):
     """``LlamaForCausalLM`` in float32 with eager attention from ``ckpt.directory`` (local files
     only); the last one loaded is kept for reuse within the process."""
-    key = str(Path(ckpt.directory).resolve())
+    key = str(Path(getattr(ckpt, "path", ckpt.directory)).resolve())
     if key not in _MODEL_CACHE:
         import torch
         from transformers import LlamaForCausalLM
 
         _MODEL_CACHE.clear()  # keep at most one model (a 1B model is 5 GB in float32)
-        model = LlamaForCausalLM.from_pretrained(
-            key, dtype=torch.float32, attn_implementation="eager", local_files_only=True
-        )
+        own = getattr(ckpt, "transformers_model", None)  # a GGUF file: model/gguf/golden.py
+        if own is not None:
+            model = own()
+        else:
+            model = LlamaForCausalLM.from_pretrained(
+                key, dtype=torch.float32, attn_implementation="eager", local_files_only=True
+            )
         model.eval()
         _MODEL_CACHE[key] = model
     return _MODEL_CACHE[key]

@@ -3,8 +3,9 @@
 A MODEL argument is, in this order of precedence:
 
 1. a registry name (``smollm2-135m``): the architecture comes from the TOML, no network needed;
-2. a local directory holding ``config.json`` (and usually ``*.safetensors``);
-3. a HuggingFace repo id ``org/name`` or ``org/name@revision``; a repo id that a registry entry
+2. a path ending in ``.gguf``: the architecture from its metadata, the weights its tensors;
+3. a local directory holding ``config.json`` (and usually ``*.safetensors``);
+4. a HuggingFace repo id ``org/name`` or ``org/name@revision``; a repo id that a registry entry
    names resolves to that entry (with the given revision, if any); any other repo's
    ``config.json`` is fetched through the hub client (cache first).
 
@@ -37,6 +38,8 @@ class ModelSpec:
     revision: str | None
     config: ModelConfig
     local_dir: Path | None
+    # A GGUF file given as MODEL: its metadata is the architecture, and its tensors the weights.
+    weights_file: Path | None = None
 
 
 def registry_names(manifests_dir: Path | None = None) -> list[str]:
@@ -86,6 +89,12 @@ def resolve_model(arg: str, manifests_dir: Path | None = None, cache_dir: Path |
         return load_registry_entry(arg, manifests_dir)
 
     path = Path(arg).expanduser()
+    from ktir_models.model.gguf import is_gguf_path, load_gguf
+
+    if is_gguf_path(arg):
+        ckpt = load_gguf(path)  # header only; errors name the file and the key or tensor
+        return ModelSpec(name=path.stem.lower(), repo_id=None, revision=None, config=ckpt.config,
+                         local_dir=None, weights_file=ckpt.path)
     if path.is_dir():
         config_path = path / "config.json"
         if not config_path.is_file():

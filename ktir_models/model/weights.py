@@ -200,13 +200,23 @@ def get_checkpoint(spec, weights: str, cache_dir: Path | None = None, seed: int 
 
     ``weights``: ``"hub"`` (the spec's repo at its revision, cache first; for a MODEL that is a
     local directory, that directory), ``"synthetic"`` (seeded, generated once into a cache), or a
-    local directory. ``cache_dir`` overrides the hub cache, or the synthetic cache root.
+    local directory, or a ``.gguf`` file (its metadata must match the architecture; for a MODEL
+    that is a GGUF file, ``"hub"`` means that file). ``cache_dir`` overrides the hub cache, or the
+    synthetic cache root.
     """
     if weights == "synthetic":
         from ktir_models.model.synthetic import ensure_synthetic
 
         directory = ensure_synthetic(spec.name, spec.config, seed=seed, cache_root=cache_dir)
         return Checkpoint(directory, spec.config, f"synthetic:{seed}")
+    from ktir_models.model.gguf import is_gguf_path, load_gguf
+
+    if weights == "hub" and getattr(spec, "weights_file", None) is not None:
+        return load_gguf(spec.weights_file)  # MODEL was a GGUF file: its own tensors
+    if is_gguf_path(weights):
+        ckpt = load_gguf(Path(weights))
+        _same_architecture(spec.config, ckpt.config, f"{ckpt.path} [metadata]")
+        return ckpt
     if weights == "hub":
         if spec.local_dir is not None:
             return load_local(spec.local_dir, spec.config)
