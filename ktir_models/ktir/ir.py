@@ -94,8 +94,14 @@ class TensorType:
 
 @dataclass(frozen=True)
 class MemRefType:
+    """``memory_space`` is the type's own ``memref<..., #ktdp.spyre_memory_space<...>>`` (None
+    when the type names none). It does not take part in equality: a view's memory space is
+    decided by its ``construct_memory_view`` attribute, and a type with and without the
+    annotation describe the same view (the frontend prints both)."""
+
     shape: tuple
     elem: str
+    memory_space: "MemorySpace | None" = field(default=None, compare=False)
 
     @property
     def dtype(self) -> np.dtype:
@@ -103,6 +109,8 @@ class MemRefType:
 
     def __str__(self) -> str:
         dims = "".join(f"{'?' if d is None else d}x" for d in self.shape)
+        if self.memory_space is not None:
+            return f"memref<{dims}{self.elem}, {self.memory_space}>"
         return f"memref<{dims}{self.elem}>"
 
 
@@ -130,7 +138,31 @@ class TileFutureType:
         return f"!ktdp.tile_future<{self.tensor}>"
 
 
-Type = ScalarType | TensorType | MemRefType | AccessTileType | TileFutureType
+@dataclass(frozen=True)
+class RuntimeArgType:
+    """``!ktdp.runtime_arg<T, granularity=G, upperbound=U>``: a scalar argument known only at run
+    time, with an optional granularity and upper bound (both positive when given; the parser
+    rejects others). ``ktdp.runtime_arg_extract`` reads its value, granularity or bound; the
+    value is checked against the bound when it is extracted (ops/runtime_arg.py)."""
+
+    underlying: ScalarType
+    granularity: int | None = None
+    upperbound: int | None = None
+
+    def body(self) -> str:
+        """The text between the angle brackets (granularity first, as the frontend prints)."""
+        parts = [str(self.underlying)]
+        if self.granularity is not None:
+            parts.append(f"granularity={self.granularity}")
+        if self.upperbound is not None:
+            parts.append(f"upperbound={self.upperbound}")
+        return ", ".join(parts)
+
+    def __str__(self) -> str:
+        return f"!ktdp.runtime_arg<{self.body()}>"
+
+
+Type = ScalarType | TensorType | MemRefType | AccessTileType | TileFutureType | RuntimeArgType
 
 INDEX = ScalarType("index")
 
@@ -223,6 +255,7 @@ class Function:
     attrs: dict = field(default_factory=dict)
     grid: tuple[int, int, int] = (1, 1, 1)
     module: "Module | None" = None
+    results: list = field(default_factory=list)  # the declared result types (`-> (T, ...)`)
 
     @property
     def arg_names(self) -> list[str]:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from . import affine
 from .op_templates import OpTemplate
+from .parse import generic_form
+from .parse import types as frontend_types
 from .errors import Diagnostic, KtirError, Location
 from .ir import (INDEX, AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
@@ -31,13 +33,13 @@ _TOKEN_RE = re.compile(
     r"%[\w$.\-]+(?:#\d+)?"  # most frequent first: SSA names and plain punctuation
     r"|[,:=\[\](){}]"
     r"|affine_(?:map|set)<\s*\([^()]*\)\s*(?:\[[^\]]*\])?\s*(?:->|:)\s*" + _P2 + r"\s*>"
-    r"|(?:tensor|memref|vector)<[^<>]*>"
+    r"|(?:tensor|memref|vector)<[^<>]*(?:<[^<>]*>[^<>]*)*>"  # memref<4xf16, #ms<HBM>> nests once
     r"|dense<[^<>]*>"
     r"|[A-Za-z_][\w$.]*"
     r"|0x[0-9a-fA-F]+"
     r"|\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+"
     r"|\d+"
-    r"|!ktdp\.access_tile<[^<>]*>"
+    r"|!ktdp\.(?:access_tile|runtime_arg)<[^<>]*>"
     r"|#[\w$.]+<[^<>]*>"
     r"|<(?:[\d?]+x)*index>"
     r"|#[\w$.]+"
@@ -369,6 +371,13 @@ class _Parser:
         body = body[:-1]
         if head == "vector":
             self.fail("vector types are not supported by the emulator", i)
+        if head == "!ktdp.runtime_arg":
+            return frontend_types.runtime_arg(body, self._fail_in_token(i, len(head) + 1))
+        space = None
+        if head == "memref" and "," in body:
+            body, attr, at = frontend_types.split_memref_body(body)
+            if attr is not None and attr.startswith("#"):
+                space = self.memory_space(attr, i, self._fail_in_token(i, len(head) + 1 + at))
         if "," in body:
             self.fail(f"memref/tensor layouts and encodings are not supported: '{text}'", i)
         parsed = _shape_and_elem(body)
@@ -381,7 +390,15 @@ class _Parser:
             return AccessTileType(dims)
         if elem not in ELEMENT_DTYPES:
             self.fail(f"unknown element type '{elem}' in '{text}'", i)
-        return TensorType(dims, elem) if head == "tensor" else MemRefType(dims, elem)
+        return TensorType(dims, elem) if head == "tensor" else MemRefType(dims, elem, space)
+
+    def _fail_in_token(self, i: int, base: int):
+        """A ``fail(message, offset)`` that locates ``offset`` characters past ``base`` inside
+        token ``i`` (types and attributes are single tokens that may span lines)."""
+        def fail(message: str, offset: int = 0):
+            start = self.offs[i] + base + offset
+            raise KtirError(self.diags + [Diagnostic(self.loc_at(start), message)])
+        return fail
 
     def type_list(self) -> list:
         types = [self.parse_type()]
@@ -440,7 +457,10 @@ class _Parser:
             return self.parse_type()
         self.fail(f"unsupported attribute value '{text}'")
 
-    def attr_dict(self) -> dict:
+    def attr_dict(self, value=None) -> dict:
+        """``{name = value, flag, ...}``; ``value()`` parses one value (default
+        :meth:`parse_attr_value`; the generic form passes its richer reader)."""
+        value = value or self.parse_attr_value
         attrs: dict = {}
         self.expect("{")
         while not self.accept("}"):
@@ -450,7 +470,7 @@ class _Parser:
                 self.fail(f"expected an attribute name, found '{key}'", i)
             key = key.strip('"')
             if self.accept("="):
-                attrs[key] = self.parse_attr_value()
+                attrs[key] = value()
             else:
                 attrs[key] = True
             if not self.accept(","):
@@ -458,7 +478,11 @@ class _Parser:
                 break
         return attrs
 
-    def memory_space(self, text: str, i: int) -> MemorySpace:
+    def memory_space(self, text: str, i: int, fail=None) -> MemorySpace:
+        """``fail(message)`` reports at the attribute (default: at token ``i``)."""
+        if fail is None:
+            def fail(message: str):
+                self.fail(message, i)
         head, _, body = text.partition("<")
         parts = [p.strip() for p in body[:-1].split(",")]
         name = parts[0]
@@ -467,16 +491,20 @@ class _Parser:
             key, eq, val = extra.partition("=")
             key = key.strip()
             if not eq or key not in ("ct_id", "core") or not val.strip().isdigit():
-                self.fail(f"bad memory space parameter '{extra}'", i)
+                fail(f"bad memory space parameter '{extra}'")
             core = int(val.strip())
         if head == "#ktdp.memory_space":
             kinds = {"global": "hbm", "ct_local": "lx"}
         elif head == "#ktdp.spyre_memory_space":
             kinds = {"HBM": "hbm", "LX": "lx", "L0": "lx", "unspecified": "hbm"}
         else:
-            self.fail(f"unknown attribute '{head}'", i)
+            fail(f"unknown attribute '{head}'")
         if name not in kinds:
-            self.fail(f"unknown memory space '{name}' (expected one of {', '.join(kinds)})", i)
+            fail(f"unknown memory space '{name}' (expected one of {', '.join(kinds)})")
+        if core is not None and kinds[name] != "lx":
+            # a core names whose scratchpad holds the data; HBM is shared by every core
+            fail(f"memory space '{name}' cannot name a core (core = {core}): core affinity "
+                 "belongs to a core's LX or L0 scratchpad only")
         return MemorySpace(kinds[name], core)
 
     def number(self):
@@ -518,14 +546,18 @@ class _Parser:
             self.fail(f"bad literal '{s}' in dense constant", i)
 
     # -- module / function ----------------------------------------------------------------
-    def parse_module(self) -> Module:
-        module = Module(self.filename, loc=self.loc())
-        while self.kind() == "hashid":
+    def alias_definitions(self) -> None:
+        """``#name = <attribute>`` lines; MLIR allows them anywhere at the top level (before
+        their first use), e.g. between functions."""
+        while self.kind() == "hashid" and self.peek(1) == "=":
             name = self.next()
             self.expect("=", "after the attribute alias name")
             self.aliases[name] = self.parse_attr_value()
-        module.aliases = dict(self.aliases)
-        braced = False
+
+    def parse_module(self) -> Module:
+        module = Module(self.filename, loc=self.loc())
+        self.alias_definitions()
+        braced = generic_module = False
         if self.accept("module"):
             if self.kind() == "sym":
                 self.pos += 1
@@ -534,17 +566,34 @@ class _Parser:
             self.expect("{", "opening the module body")
             braced = True
         while self.kind() != "eof":
+            self.alias_definitions()
             if braced and self.peek() == "}":
                 break
-            if self.peek() not in ("func.func", "func"):
-                self.fail(f"expected 'func.func', found '{self.peek()}'")
-            fn = self.parse_function()
+            if self.kind() == "eof":
+                break
+            if self.kind() == "string" and self.peek() == '"func.func"':
+                fn = generic_form.parse_function(self)
+            elif self.kind() == "string" and self.peek() == '"builtin.module"' and not braced:
+                self.pos += 1  # "builtin.module"() ({ ... }) : () -> ()
+                for t in ("(", ")", "(", "{"):
+                    self.expect(t, "in the generic form of builtin.module")
+                braced = generic_module = True
+                continue
+            else:
+                if self.peek() not in ("func.func", "func"):
+                    self.fail(f"expected 'func.func', found '{self.peek()}'")
+                fn = self.parse_function()
             if fn.name in module.functions:
                 self.diags.append(Diagnostic(fn.loc, f"redefinition of function @{fn.name}"))
             fn.module = module
             module.functions[fn.name] = fn
         if braced:
             self.expect("}", "closing the module")
+            if generic_module:
+                for t in (")", ":", "(", ")", "->", "(", ")"):
+                    self.expect(t, "closing the generic form of builtin.module")
+            self.alias_definitions()
+        module.aliases = dict(self.aliases)
         if self.kind() != "eof":
             self.fail(f"unexpected '{self.peek()}' after the module")
         if self.diags:
@@ -570,13 +619,16 @@ class _Parser:
             if not self.accept(","):
                 self.expect(")", "closing the argument list")
                 break
+        results: list = []
         if self.accept("->"):
             if self.accept("("):
                 while not self.accept(")"):
-                    self.parse_type()
+                    results.append(self.parse_type())
+                    if self.kind() == "punct" and self.peek() == "{":
+                        self.attr_dict()  # result attributes: nothing the emulator reads
                     self.accept(",")
             else:
-                self.parse_type()
+                results.append(self.parse_type())
         attrs: dict = {}
         if self.accept("attributes"):
             attrs = self.attr_dict()
@@ -588,7 +640,7 @@ class _Parser:
                 self.fail("grid must be a list of 1 to 3 positive integers", name_i)
             grid = tuple(list(g) + [1] * (3 - len(g)))
         body = self.parse_region(open_scope=False)
-        fn = Function(name, loc, args, body, attrs, grid)
+        fn = Function(name, loc, args, body, attrs, grid, results=results)
         return fn
 
     def parse_region(self, block_args: list[Value] | None = None, open_scope: bool = True,
@@ -667,16 +719,24 @@ class _Parser:
                     break
             self.expect("=", "after the result names")
         name_i = self.pos
-        if self.kind() != "ident":
-            self.fail(f"expected an operation name, found '{self.peek()}'")
-        opname = self.next()
-        if opname == "func.return":
-            opname = "return"
-        handler = _HANDLERS.get(opname)
-        if handler is None:
-            self.fail(f"unknown operation '{opname}'", name_i)
-        op = Op(opname, loc)
-        result_types = handler(self, op) or []
+        if self.kind() == "string":  # MLIR's generic form: "dialect.op"(...) ... : (...) -> ...
+            opname = self.next()[1:-1]
+            op = Op(opname, loc)
+            result_types = generic_form.parse_op(self, op, name_i)
+            opname = op.name
+        else:
+            if self.kind() != "ident":
+                self.fail(f"expected an operation name, found '{self.peek()}'")
+            opname = self.next()
+            if opname == "func.return":
+                opname = "return"
+            elif opname == "call":
+                opname = "func.call"
+            handler = _HANDLERS.get(opname)
+            if handler is None:
+                self.fail(f"unknown operation '{opname}'", name_i)
+            op = Op(opname, loc)
+            result_types = handler(self, op) or []
         # bind results
         if count is not None:
             if len(names) != 1:
@@ -891,6 +951,7 @@ def _h_access_tile(p: _Parser, op: Op):
             break
     syms = _symbols_clause(p)
     op.attrs.update(p.attr_dict())
+    generic_form.default_order(op, "access_tile_set", "access_tile_order")
     p.expect(":", "before the base type")
     base_t = p.parse_type()
     p.expect("->")
@@ -918,6 +979,15 @@ def _h_indirect_tile(p: _Parser, op: Op):
     nvars = len(var_names)
     # variables come after captured values in the domain; give them provisional refs
     table: dict[str, tuple] = {n: ("v", k) for k, (n, _) in enumerate(var_names)}
+    # A variable named like a value of an enclosing scope (`intermediate_variables(%c2, %k)`)
+    # stands for that value plus its iterator: only sound when the iterator is pinned to 0,
+    # which verify.py requires (outer_variables records them).
+    outer: list[tuple[int, str]] = []
+    for k, (n, _) in enumerate(var_names):
+        if any(n in scope for scope in p.scopes):
+            captured.append(p.lookup(n, p.pos))
+            table[n] = ("+", ("v", k), ("d", len(captured) - 1))
+            outer.append((k, n))
     subs: list[tuple] = []  # ("direct", expr) | ("indirect", index_view, [exprs])
     while True:
         if p.peek() == "ind":
@@ -969,6 +1039,8 @@ def _h_indirect_tile(p: _Parser, op: Op):
     op.attrs["types"] = types
     op.attrs["num_variables"] = nvars
     op.attrs["variable_names"] = [n for n, _ in var_names]
+    if outer:
+        op.attrs["outer_variables"] = [k for k, _ in outer]
     op.groups = {"base": [base], "indirect": index_views, "captured": captured, "symbols": syms}
     op.operands = [base] + index_views + captured + syms
     return [result]
@@ -1043,7 +1115,7 @@ def _h_return(p: _Parser, op: Op):
     if p.kind() == "ssa":
         op.operands = p.operand_list()
         p.expect(":")
-        p.type_list()
+        op.attrs["types"] = p.type_list()
     return []
 
 
@@ -1320,6 +1392,10 @@ for _n in ("addf subf mulf divf remf negf absf maximumf minimumf maxf minf maxnu
 for _n in ("exp exp2 log log2 log10 log1p sqrt rsqrt tanh sin cos erf powf absf absi ceil floor "
            "fma round").split():
     _HANDLERS["math." + _n] = _h_simple
+
+from .parse import ops_frontend as _ops_frontend  # noqa: E402  (handlers need no parser import)
+
+_HANDLERS.update(_ops_frontend.HANDLERS)
 
 KNOWN_OPS = frozenset(_HANDLERS)
 
