@@ -20,6 +20,7 @@ from . import ktir_commands  # noqa: F401  (registers check, run)
 from . import model_commands  # noqa: F401  (registers forward)
 from . import emit_commands  # noqa: F401  (registers emit, generate)
 from . import diagnose_commands  # noqa: F401  (registers diagnose, latency)
+from . import sweep_commands  # noqa: F401  (registers sweep)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,59 @@
+"""`ktir-models sweep`: run a spec's cases (forwards / generates) and report their verdicts.
+
+Exit codes: 0 every case's verdict equals its ``expect`` (default pass), 1 some case's does not,
+2 bad input (the spec, a flag, Ray missing or unreachable).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import UserError
+from .app import app
+
+
+@app.command()
+def sweep(
+    spec_path: Path = typer.Argument(..., metavar="SPEC.toml", help="The sweep spec (docs/validating.md)."),
+    out: Path = typer.Option(..., "--out", help="Results directory: one JSON per case, summary.json, report.md."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML here (one testcase per case)."),
+    ray: Optional[str] = typer.Option(
+        None, "--ray", help="Run on Ray: local (start a cluster here), auto (join the running one) or ADDRESS."
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", min=1, help="Cores to use (local executor, --ray local); default: all."
+    ),
+    timeout: Optional[float] = typer.Option(
+        None, "--timeout", help="Seconds per case for cases whose spec sets no timeout (default: none)."
+    ),
+    only: Optional[str] = typer.Option(None, "--only", help="Run only cases whose id matches (glob or substring)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun stored fail / error results too."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Run every case of SPEC.toml, each in its own process, reusing results stored in --out."""
+    from ..errors import Mismatch
+    from ..sweep import SweepOptions, load_spec, run_sweep
+
+    if timeout is not None and timeout <= 0:
+        raise UserError(f"--timeout {timeout}: expected a positive number of seconds")
+    if junit is not None and not junit.parent.is_dir() and junit.parent.resolve() != out.resolve():
+        raise UserError(f"--junit {junit}: directory {junit.parent} does not exist")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a directory")
+    spec = load_spec(spec_path)
+    summary = run_sweep(spec, SweepOptions(out=out, ray=ray, jobs=jobs, timeout=timeout, only=only,
+                                           retry_failed=retry_failed, progress=not quiet))
+    print(summary.render())
+    if junit is not None:
+        from ..sweep.junit import write_junit
+
+        write_junit(summary, junit)
+    print(f"results in {out} (summary.json, report.md)" + (f", JUnit in {junit}" if junit else ""), file=sys.stderr)
+    unexpected = summary.unexpected
+    if unexpected:
+        shown = ", ".join(f"{r.case_id} ({r.verdict}, expected {r.expect})" for r in unexpected[:5])
+        raise Mismatch(f"sweep: {len(unexpected)} case(s) not as expected: {shown}")

@@ -1,0 +1,259 @@
+"""Sweep specs: a TOML matrix expanded into cases with stable, readable ids.
+
+Format (docs/validating.md has a full example)::
+
+    name = "ci"              # optional: the suite name in reports (default: the file's stem)
+    timeout = 120            # optional: default per-case timeout in seconds
+
+    [defaults]               # optional: fields every matrix entry starts from
+    golden = "vendored"
+
+    [[matrix]]               # one or more; a list value is an axis, a scalar is fixed
+    model = "../fixtures/models/tiny-mha"
+    program = ["../fixtures/tiny-mha-decode", "../fixtures/tiny-mha-prefill7"]
+
+Each ``[[matrix]]`` entry expands to the cartesian product of its list-valued fields, in the
+order the fields are written. Invariants:
+
+* a case id depends only on that case's own field values, never on its position in the spec, so
+  adding or reordering entries never renames a case (results in ``--out`` stay attached);
+* two cases with the same id are bad input (one message naming both entries);
+* ``program`` is always a path; ``model``, ``weights`` and ``golden`` are paths only when they
+  start with ``./``, ``../``, ``/`` or ``~`` (else registry names, repo ids or keywords). Paths
+  are resolved against the spec file's directory and stored absolute, so a case runs the same from
+  any working directory and on any machine that sees the same paths.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from .memory import parse_size
+
+KINDS = ("forward", "generate")
+VERDICTS = ("pass", "fail", "error")
+EMIT = "emit"
+
+# Field name -> accepted python types (bool is excluded from int explicitly below).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "model": (str,), "program": (str,), "mode": (str,), "tokens": (int,),
+    "past": (int,), "steps": (int,), "weights": (str,), "golden": (str,), "backend": (str,),
+    "device": (str,), "repeat": (int,), "seed": (int,), "timeout": (int, float),
+    "memory": (int, str), "memory_limit": (int, str), "cpus": (int,), "expect": (str,),
+    "label": (str,), "id": (str,),
+}
+_TOP_LEVEL = ("name", "timeout", "defaults", "matrix")
+_ID_CHARS = re.compile(r"[^A-Za-z0-9._=+@-]+")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One forward (or generate) of the sweep, fully resolved.
+
+    ``memory`` / ``memory_limit`` are bytes (None: estimate / no limit); ``timeout`` is seconds
+    (None: the sweep's default, then ``--timeout``).
+    """
+
+    id: str
+    model: str
+    kind: str = "forward"
+    program: str = EMIT
+    mode: str | None = None
+    tokens: int | None = None
+    past: int = 0
+    steps: int = 4
+    weights: str = "hub"
+    golden: str = "auto"
+    backend: str = "numpy"
+    device: str = "auto"
+    repeat: int = 1
+    seed: int = 0
+    timeout: float | None = None
+    memory: int | None = None
+    memory_limit: int | None = None
+    cpus: int = 1
+    expect: str = "pass"
+    label: str | None = None
+    origin: str = ""  # where the case came from: "spec.toml [[matrix]] 3"
+
+    def options(self) -> dict[str, Any]:
+        """The fields that change what the case computes or how it is judged (part of its key)."""
+        skip = {"id", "origin", "label", "expect", "memory"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    path: Path
+    cases: tuple[Case, ...] = field(default_factory=tuple)
+
+    def select(self, pattern: str | None) -> tuple[Case, ...]:
+        """Cases whose id matches ``pattern``: a glob (``*``, ``?``, ``[``) or else a substring."""
+        if not pattern:
+            return self.cases
+        import fnmatch
+
+        if any(ch in pattern for ch in "*?["):
+            return tuple(c for c in self.cases if fnmatch.fnmatchcase(c.id, pattern))
+        return tuple(c for c in self.cases if pattern in c.id)
+
+
+def load_spec(path: Path) -> SweepSpec:
+    """Parse and expand a sweep spec; every problem is one UserError naming file and entry."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the sweep spec: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: invalid TOML: {exc}") from None
+    unknown = sorted(set(data) - set(_TOP_LEVEL))
+    if unknown:
+        raise UserError(f"{path}: unknown top-level key {unknown[0]!r} (expected {', '.join(_TOP_LEVEL)})")
+    name = data.get("name", path.stem)
+    if not isinstance(name, str) or not name:
+        raise UserError(f"{path}: name: expected a non-empty string, got {name!r}")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise UserError(f"{path}: [defaults] must be a table")
+    if "timeout" in data:
+        defaults = {"timeout": data["timeout"], **defaults}
+    entries = data.get("matrix")
+    if not isinstance(entries, list) or not entries:
+        raise UserError(f"{path}: no [[matrix]] entries (a spec needs at least one)")
+    base = path.resolve().parent
+    cases: list[Case] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(entries, start=1):
+        where = f"{path} [[matrix]] {index}"
+        if not isinstance(entry, dict):
+            raise UserError(f"{where}: expected a table")
+        for case in _expand({**defaults, **entry}, where, base):
+            if case.id in seen:
+                raise UserError(f"{where}: case id {case.id!r} repeats one of {seen[case.id]} "
+                                "(give one of them a distinct 'label')")
+            seen[case.id] = where
+            cases.append(case)
+    return SweepSpec(name=name, path=path.resolve(), cases=tuple(cases))
+
+
+def _expand(entry: dict[str, Any], where: str, base: Path) -> list[Case]:
+    for key in entry:
+        if key not in _FIELD_TYPES:
+            raise UserError(f"{where}: unknown field {key!r} (known: {', '.join(_FIELD_TYPES)})")
+    if "model" not in entry:
+        raise UserError(f"{where}: field 'model' is missing")
+    axes = [(k, v if isinstance(v, list) else [v]) for k, v in entry.items()]
+    for key, values in axes:
+        if not values:
+            raise UserError(f"{where}: {key} = []: an axis needs at least one value")
+        for value in values:
+            _check_type(key, value, where)
+    if "id" in entry and any(len(v) > 1 for _, v in axes):
+        raise UserError(f"{where}: 'id' names one case; an entry with list-valued axes uses 'label'")
+    cases = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        cases.append(_case(dict(zip((k for k, _ in axes), combo)), where, base))
+    return cases
+
+
+def _check_type(key: str, value: Any, where: str) -> None:
+    types = _FIELD_TYPES[key]
+    if isinstance(value, bool) or not isinstance(value, types):
+        wanted = " or ".join("a number" if t is float else f"a{'n' if t is int else ''} {t.__name__}"
+                             for t in types)
+        raise UserError(f"{where}: {key} = {value!r}: expected {wanted}")
+
+
+def _case(values: dict[str, Any], where: str, base: Path) -> Case:
+    kind = values.get("kind", "forward")
+    if kind not in KINDS:
+        raise UserError(f"{where}: kind = {kind!r}: expected {' or '.join(KINDS)}")
+    expect = values.get("expect", "pass")
+    if expect not in VERDICTS:
+        raise UserError(f"{where}: expect = {expect!r}: expected one of {', '.join(VERDICTS)}")
+    mode = values.get("mode")
+    if mode is not None and mode not in ("decode", "prefill"):
+        raise UserError(f"{where}: mode = {mode!r}: expected decode or prefill")
+    for key, low in (("tokens", 1), ("past", 0), ("steps", 0), ("repeat", 1), ("cpus", 1)):
+        if key in values and values[key] < low:
+            raise UserError(f"{where}: {key} = {values[key]}: expected an integer >= {low}")
+    if "timeout" in values and values["timeout"] <= 0:
+        raise UserError(f"{where}: timeout = {values['timeout']}: expected a positive number of seconds")
+    if kind == "generate":
+        for key in ("program", "mode", "past", "repeat"):
+            if key in values:
+                raise UserError(f"{where}: {key}: not an option of kind = \"generate\"")
+    program = values.get("program", EMIT)
+    if program != EMIT:
+        program = str(_resolve(program, base, always=True))
+        if not Path(program).is_dir():
+            raise UserError(f"{where}: program = {values['program']!r}: no such directory ({program})")
+        if values.get("past", 0):
+            raise UserError(f"{where}: past: only for emitted programs (a program dir carries its own past)")
+    resolved = dict(values)
+    resolved["program"] = program
+    for key in ("model", "weights", "golden"):
+        if key in resolved:
+            resolved[key] = str(_resolve(resolved[key], base, always=False))
+    for key in ("memory", "memory_limit"):
+        if key in resolved:
+            resolved[key] = parse_size(resolved[key], f"{where}: {key}")
+    if "timeout" in resolved:
+        resolved["timeout"] = float(resolved["timeout"])
+    explicit = resolved.pop("id", None)
+    case = Case(id="", origin=where, **resolved)
+    case_id = _ID_CHARS.sub("_", explicit) if explicit else case_id_of(case)
+    return replace(case, id=case_id)
+
+
+def _resolve(value: str, base: Path, *, always: bool) -> str:
+    if always or value.startswith(("./", "../", "/", "~")):
+        return str((base / Path(value).expanduser()).resolve())
+    return value
+
+
+def _short(value: str) -> str:
+    """A readable token for a model / program / weights value: a path's or repo's last part."""
+    if value.startswith("/"):
+        return Path(value).name
+    return value.split("@")[0].rstrip("/").split("/")[-1]
+
+
+def _golden_short(golden: str) -> str:
+    """A golden file's name without ``.f16.gz``; a plain ``golden.f16.gz``: its directory's name."""
+    if not golden.startswith("/"):
+        return golden
+    path = Path(golden)
+    stem = path.name.removesuffix(".gz").removesuffix(".f16")
+    return path.parent.name if stem == "golden" else stem
+
+
+def case_id_of(case: Case) -> str:
+    """``model.program-or-shape.weights.golden[.backend@device][.repeatN][.label]``, e.g.
+    ``tiny-mha.tiny-mha-decode.w-hub.g-vendored``; made only of the case's own values."""
+    if case.kind == "generate":
+        shape = f"generate-t{case.tokens or 8}-s{case.steps}"
+    elif case.program == EMIT:
+        shape = f"emit-{case.mode or 'decode'}" + (f"-m{case.tokens}" if case.tokens else "")
+        shape += f"-p{case.past}" if case.past else ""
+    else:
+        shape = _short(case.program)
+    parts = [_short(case.model), shape, "w-" + _short(case.weights)]
+    if case.weights == "synthetic" and case.seed:
+        parts[-1] += f"{case.seed}"
+    parts.append("g-" + _golden_short(case.golden))
+    if case.backend != "numpy" or case.device != "auto":
+        parts.append(case.backend + ("" if case.device == "auto" else "@" + case.device))
+    if case.repeat != 1:
+        parts.append(f"repeat{case.repeat}")
+    if case.label:
+        parts.append(case.label)
+    return _ID_CHARS.sub("_", ".".join(parts))

@@ -1,0 +1,135 @@
+"""sweeps/ci.toml end to end, as subprocesses of the real CLI: nothing mocked.
+
+One uninterrupted local run (2 workers) is shared by the module; the Ray run and the killed-then-
+resumed run are compared with it case by case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+import psutil
+import pytest
+
+from conftest import CI_SPEC, REPO, run_sweep_cli, stored_results, sweep_argv, sweep_env, verdicts
+from ktir_models.sweep import load_spec
+
+BROKEN = "tiny-mha.tiny-mha-prefill7-rope-sign.w-hub.g-vendored"
+OVER_TIMEOUT = "tiny-mha.tiny-mha-decode.w-hub.g-vendored.repeat2000.over-timeout"
+
+
+def test_ci_spec_covers_every_verdict_kind():
+    spec = load_spec(CI_SPEC)
+    assert len(spec.cases) >= 12
+    expects = {c.id: c.expect for c in spec.cases}
+    assert expects[BROKEN] == "fail" and expects[OVER_TIMEOUT] == "error"
+    assert any(c.model == "stories260k" for c in spec.cases)
+
+
+def test_local_run_gives_every_case_its_expected_verdict(ci_local):
+    summary = ci_local["summary"]
+    spec = load_spec(CI_SPEC)
+    assert [c["id"] for c in summary["cases"]] == [c.id for c in spec.cases]
+    for case in summary["cases"]:
+        assert case["verdict"] == case["expect"], case
+    by_id = {c["id"]: c for c in summary["cases"]}
+    assert "exceeds the tolerance" in by_id[BROKEN]["cause"]
+    assert by_id[BROKEN]["metrics"]["max_abs_rel"] > 2.0**-6
+    assert by_id[OVER_TIMEOUT]["cause"].startswith("timed out after 3 s")
+    assert summary["counts"] == {"pass": len(spec.cases) - 2, "fail": 1, "error": 1}
+    assert summary["unexpected"] == [] and summary["reused"] == []
+    # the passing forwards really compared against a golden
+    assert all(c["metrics"]["max_abs_rel"] <= 2.0**-6 for c in summary["cases"]
+               if c["verdict"] == "pass" and c["metrics"] is not None)
+    assert (ci_local["out"] / "report.md").read_text().count("| `") == len(spec.cases)
+
+
+def test_junit_has_one_testcase_per_case_with_failure_and_error_apart(ci_local):
+    root = ET.parse(ci_local["junit"]).getroot()
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    summary = ci_local["summary"]
+    assert [c.get("name") for c in cases] == [c["id"] for c in summary["cases"]]
+    assert suite.get("tests") == str(len(cases)) and suite.get("failures") == "1" and suite.get("errors") == "1"
+    by_name = {c.get("name"): c for c in cases}
+    assert by_name[BROKEN].find("failure") is not None and by_name[BROKEN].find("error") is None
+    assert "timed out" in by_name[OVER_TIMEOUT].find("error").get("message")
+    passing = [c for c in cases if c.get("name") not in (BROKEN, OVER_TIMEOUT)]
+    assert all(c.find("failure") is None and c.find("error") is None for c in passing)
+
+
+@pytest.mark.slow
+def test_ray_local_cluster_gives_the_same_verdicts(ci_local, tmp_path):
+    out = tmp_path / "ray"
+    proc = run_sweep_cli(CI_SPEC, out, "--ray", "local", "--jobs", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["executor"].startswith("ray local")
+    assert verdicts(summary) == verdicts(ci_local["summary"])
+    assert summary["ran"] == [c["id"] for c in summary["cases"]]  # all ran in Ray tasks, none reused
+
+
+@pytest.mark.slow
+def test_sigkilled_sweep_resumes_with_only_the_missing_cases(ci_local, tmp_path):
+    out = tmp_path / "killed"
+    only = ("--only", "tiny-mha.")  # the tiny-mha cases: broken and over-timeout included
+    proc = subprocess.Popen(sweep_argv(CI_SPEC, out, "--jobs", "2", *only), cwd=REPO, env=sweep_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(stored_results(out) if (out / "cases").is_dir() else {}) < 2:
+        assert proc.poll() is None, "the sweep finished before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = stored_results(out)
+    selected = [c.id for c in load_spec(CI_SPEC).select("tiny-mha.")]
+    missing = set(selected) - set(before)
+    assert missing, "every case finished before the kill"
+    _assert_no_case_outlives(proc.pid)
+
+    resumed = run_sweep_cli(CI_SPEC, out, "--jobs", "2", *only)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    after = stored_results(out)
+    assert set(summary["ran"]) == missing
+    assert set(summary["reused"]) == set(before)
+    for case_id, doc in before.items():
+        assert after[case_id] == doc  # kept, not redone
+    new_run = {after[c]["run_id"] for c in missing}
+    assert len(new_run) == 1 and new_run.isdisjoint({d["run_id"] for d in before.values()})
+    expected = verdicts(ci_local["summary"])
+    assert verdicts(summary) == {c: expected[c] for c in selected}
+
+
+def _assert_no_case_outlives(sweep_pid: int) -> None:
+    """The killed sweep's case processes die with it (they ask for SIGKILL on their parent's death)."""
+    deadline = time.monotonic() + 10
+    while True:
+        alive = []
+        for p in psutil.process_iter(["pid"]):
+            try:
+                if p.environ().get("KTIR_SWEEP_PARENT") == str(sweep_pid):
+                    alive.append(p.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"case processes {alive} outlived the killed sweep"
+        time.sleep(0.2)
+
+
+def test_ray_missing_is_one_clear_error(tmp_path):
+    # Hide the installed ray from this one process: the real import fails as on a machine without it.
+    code = ("import sys; sys.modules['ray'] = None; from ktir_models.cli import main; "
+            f"main(['sweep', {str(CI_SPEC)!r}, '--out', {str(tmp_path / 'o')!r}, '--ray', 'local'])")
+    proc = subprocess.run([os.sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2
+    assert "Ray is not installed" in proc.stderr and "pip install 'ktir-models[ray]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()  # refused before any work

@@ -1,0 +1,59 @@
+"""Result keys and the results directory: what a rerun trusts and what it reruns (fast)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+from conftest import REPO
+from ktir_models.sweep import load_spec
+from ktir_models.sweep.keys import case_key, forget
+from ktir_models.sweep.store import ResultStore
+from ktir_models.sweep.worker import CaseResult
+
+FIXTURES = REPO / "fixtures"
+
+
+def _case(tmp_path):
+    program = tmp_path / "prog"
+    shutil.copytree(FIXTURES / "tiny-mha-decode", program)
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'[[matrix]]\nmodel = "{FIXTURES}/models/tiny-mha"\nprogram = "{program}"\ngolden = "vendored"\n')
+    return load_spec(spec).cases[0], program
+
+
+def test_key_follows_program_content_options_and_weights(tmp_path):
+    case, program = _case(tmp_path)
+    key = case_key(case)
+    assert case_key(case) == key  # deterministic
+    assert case_key(replace(case, label="renamed", expect="fail")) == key  # reporting fields only
+    assert case_key(replace(case, repeat=2)) != key
+    assert case_key(replace(case, timeout=5.0)) != key
+    assert case_key(replace(case, weights="synthetic")) != key
+    node = program / "node4.mlir"
+    text = node.read_text()
+    node.write_text(text.replace("arith.subf", "arith.addf", 1))
+    forget()
+    assert case_key(case) != key  # one op changed: a new key
+    node.write_text(text)
+    forget()
+    assert case_key(case) == key
+
+
+def test_store_trusts_only_complete_results_with_the_same_key(tmp_path):
+    store = ResultStore(tmp_path / "out")
+    result = CaseResult("c1", "k1", "pass", None, 0, 1.5, run_id="r1")
+    path = store.save(result)
+    assert store.load("c1", "k1") == result
+    assert store.load("c1", "k2") is None  # inputs changed
+    # a half-written file (as a crash mid-write of a non-atomic writer would leave) is not trusted
+    path.write_text(json.dumps(result.to_json())[:40])
+    assert store.load("c1", "k1") is None
+    # a stray temporary of a killed writer is ignored and tidied away on the next open
+    stray = store.cases_dir / ".tmp-c2.json.abc"
+    stray.write_text("{")
+    assert store.load("c2", "k1") is None
+    ResultStore(tmp_path / "out")
+    assert not stray.exists()
+    assert sorted(p.name for p in store.cases_dir.iterdir()) == ["c1.json"]
