@@ -10,6 +10,10 @@ import typer
 
 from .app import app
 from .backend_options import backend_option, build_backend, device_option
+from .option_checks import check_pass_options, check_positions, check_seed
+
+#: Default decode steps of `generate --prompt`: a story of a few paragraphs (stops earlier at EOS).
+PROMPT_STEPS = 200
 
 
 @app.command()
@@ -27,6 +31,7 @@ def emit(
     from ..model.registry import resolve_model
 
     spec = resolve_model(model)
+    check_pass_options(spec.config, spec.name, mode, tokens, past, capacity)  # before anything is emitted
     start = time.perf_counter()
     directory = emit_program(spec.config, mode, tokens, past, out, spec.name, capacity=capacity, force=force)
     seconds = time.perf_counter() - start

@@ -13,8 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import tempfile
-import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -45,19 +44,15 @@ def read_f16_gz(path, shape) -> np.ndarray:
     """Read a ``.f16.gz`` file as a float16 array of ``shape``; a wrong size is a UserError."""
     path = Path(path)
     shape = tuple(int(n) for n in shape)
-    try:
-        with gzip.open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:  # missing file, or not gzip (BadGzipFile is an OSError)
-        raise UserError(f"{path}: cannot read f16.gz data: {exc}") from None
-    except (EOFError, zlib.error) as exc:
-        raise UserError(f"{path}: truncated or corrupt gzip data: {exc}") from None
+    from ktir_models.readers import read_gzip_bytes
+
     expected = int(np.prod(shape, dtype=np.int64)) * 2
+    # At most expected + 1 bytes are inflated: a wrong or hostile file fails on its size alone.
+    data = read_gzip_bytes(path, expected, what="f16.gz data")
     if len(data) != expected:
-        raise UserError(
-            f"{path}: holds {len(data)} bytes ({len(data) / 2:g} float16 values), expected shape "
-            f"{list(shape)} = {expected} bytes"
-        )
+        held = f"more than {expected} bytes" if len(data) > expected else \
+            f"{len(data)} bytes ({len(data) / 2:g} float16 values)"
+        raise UserError(f"{path}: holds {held}, expected shape {list(shape)} = {expected} bytes")
     return np.frombuffer(data, dtype="<f2").astype(np.float16).reshape(shape)
 
 
@@ -67,13 +62,23 @@ def read_f16_gz(path, shape) -> np.ndarray:
 @dataclass
 class Metrics:
     """How close logits are to a golden. ``top1_rows[i]``: same argmax in row i;
-    ``max_abs_rel`` = ``max_abs / max |golden|``; ``cosine`` over all elements (float64)."""
+    ``max_abs_rel`` = ``max_abs / max |golden|``; ``cosine`` over all elements (float64).
+
+    ``top1_margin[i]``: how much higher the golden rates its own top-1 than the emulated top-1 of
+    row i (``golden[i, argmax golden] - golden[i, argmax logits]``; 0 where they agree, NaN where
+    the row holds NaN/Inf); ``emulated_top1[i]`` / ``golden_top1[i]``: the two argmaxes;
+    ``golden_scale`` = ``max |golden|``. The pass rule (report.judge) reads these to tell a near-tie
+    from a wrong row."""
 
     top1_agreement: float
     top1_rows: list[bool]
     max_abs: float
     max_abs_rel: float
     cosine: float
+    top1_margin: list[float] = field(default_factory=list)
+    emulated_top1: list[int] = field(default_factory=list)
+    golden_top1: list[int] = field(default_factory=list)
+    golden_scale: float = 0.0
 
     def summary(self) -> str:
         agree = sum(self.top1_rows)
@@ -103,6 +108,12 @@ def compare(logits, golden) -> Metrics:
     picked = np.take_along_axis(g16, np.argmax(a, axis=1)[:, None], axis=1)[:, 0]
     same = (picked == g16.max(axis=1)) & np.isfinite(a).all(axis=1)
     rows = [bool(x) for x in same]
+    emulated_top = np.argmax(np.where(np.isnan(a), -np.inf, a), axis=1) if a.size else np.zeros(0, dtype=np.int64)
+    golden_top = np.argmax(g, axis=1) if g.size else np.zeros(0, dtype=np.int64)
+    margins = [
+        0.0 if ok else (float(g[i, golden_top[i]] - g[i, emulated_top[i]]) if np.isfinite(a[i]).all() else float("nan"))
+        for i, ok in enumerate(rows)
+    ]
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - g)
         max_abs = float(np.max(diff)) if diff.size else 0.0
@@ -123,6 +134,10 @@ def compare(logits, golden) -> Metrics:
         max_abs=max_abs,
         max_abs_rel=max_abs_rel,
         cosine=cosine,
+        top1_margin=margins,
+        emulated_top1=[int(x) for x in emulated_top],
+        golden_top1=[int(x) for x in golden_top],
+        golden_scale=scale,
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,12 +217,12 @@ def load_manifest(directory: Path | str) -> Manifest:
         raise ManifestError(f"{directory}: program directory not found")
     if not path.is_file():
         raise ManifestError(f"{path}: not found (a fixture directory holds manifest.json and node*.mlir)")
+    from ..readers import InputFileError, read_json
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    except UnicodeDecodeError as exc:
-        raise ManifestError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        doc = read_json(path, "manifest")  # bounded: depth, number size, file size
+    except InputFileError as exc:
+        raise ManifestError(str(exc)) from None
     return manifest_from_dict(doc, directory, where=MANIFEST_FILE)
 
 
@@ -472,6 +473,8 @@ def validate(manifest: Manifest, cfg: ModelConfig, where: str = MANIFEST_FILE) -
                 "attn_mask",
                 f"tensor {mask.id} has {mask.cols} columns, the KV prefix has {next(iter(prefix_rows))} rows",
             )
+    check_positions(manifest, cfg, r)
+    check_tensor_bounds(manifest, cfg, r)
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,6 +522,7 @@ def check_signatures(manifest: Manifest, where: str = MANIFEST_FILE) -> None:
         if node.mlir not in cache:
             cache[node.mlir] = scan_signatures(path.read_text(encoding="utf-8", errors="replace"))
         check_node_arguments(i, node, cache[node.mlir].get(node.fn), path, r)
+    check_views(manifest, where)
 
 
 def check_node_arguments(
@@ -542,3 +546,158 @@ def check_node_arguments(
             detail = f"argument order differs: @{node.fn}({', '.join(signature.arg_names)})"
         raise r.fail(f"{p}.args", f"{detail} ({where})")
 
+
+# --------------------------------------------------------------------------------------------
+# Consistency of the declared graph with the model and with the node programs. Real manifests
+# (ours and the external dumps) satisfy each check exactly; a manifest that fails one would
+# otherwise allocate what it declares (10^9 elements) or run a program the manifest misdescribes.
+
+
+def check_positions(manifest: Manifest, cfg: ModelConfig, r: _Reader | None = None) -> None:
+    """Every position the pass uses lies inside the model: ``decode_position``, each entry of our
+    ``positions`` extra and ``past + m`` are below ``max_position_embeddings``."""
+    r = r or _Reader(MANIFEST_FILE)
+    limit = cfg.max_position_embeddings
+    field_note = f"(the model's config field 'max_position_embeddings' = {limit})"
+    if manifest.decode_position is not None and manifest.decode_position >= limit:
+        raise r.fail("decode_position", f"{manifest.decode_position} is beyond the model's positions {field_note}")
+    positions = manifest.extras.get("positions")
+    if isinstance(positions, list):
+        for k, p in enumerate(positions):
+            if isinstance(p, int) and not isinstance(p, bool) and p >= limit:
+                raise r.fail(f"positions[{k}]", f"{p} is beyond the model's positions {field_note}")
+    past = manifest.extras.get("past")
+    if isinstance(past, int) and not isinstance(past, bool) and past + manifest.tokens > limit:
+        raise r.fail("past", f"{past} + m = {past + manifest.tokens} is beyond the model's positions {field_note}")
+
+
+def tensor_element_bound(manifest: Manifest, cfg: ModelConfig, source: bool) -> int:
+    """The most elements a tensor of this pass can need: a weight matrix for a source, else an
+    activation of ``max(m, cache rows) x heads`` rows of the widest model dimension."""
+    widths = (cfg.vocab_size, cfg.intermediate_size, cfg.hidden_size, cfg.num_attention_heads * cfg.head_dim,
+              cfg.num_key_value_heads * cfg.head_dim)
+    if source:
+        return max(widths) * max(widths[1:])
+    cache_rows = max([manifest.tokens] + [manifest.tensor(s.id).rows for s in manifest.sources
+                                           if s.role in ("prefix_k", "prefix_v")])
+    if manifest.attn_mask is not None:
+        cache_rows = max(cache_rows, manifest.tensor(manifest.attn_mask).cols)
+    return cache_rows * cfg.num_attention_heads * max(*widths, cache_rows)
+
+
+def check_tensor_bounds(manifest: Manifest, cfg: ModelConfig, r: _Reader | None = None) -> None:
+    """No declared tensor exceeds :func:`tensor_element_bound` (checked before anything is
+    allocated: the runner allocates every declared tensor)."""
+    r = r or _Reader(MANIFEST_FILE)
+    bounds = {flag: tensor_element_bound(manifest, cfg, flag) for flag in (False, True)}
+    for i, t in enumerate(manifest.tensors):
+        if t.rows * t.cols > bounds[t.is_source]:
+            what = "source" if t.is_source else "intermediate"
+            raise r.fail(f"tensors[{i}]", f"{what} tensor {t.id} is declared {t.rows}x{t.cols} = {t.rows * t.cols} "
+                                          f"elements, more than any tensor of this model needs ({bounds[t.is_source]})")
+
+
+_VIEW = re.compile(r"(%[\w$.\-]+)\s*=\s*ktdp\.construct_memory_view\s+%([\w$.\-]+)\s*,\s*sizes:\s*\[([^\]]*)\]"
+                   r"\s*,\s*strides:\s*\[([^\]]*)\]")
+_TILE = re.compile(r"(%[\w$.\-]+)\s*=\s*ktdp\.construct_access_tile\s+(%[\w$.\-]+)\s*\[")
+_SSA_NAME = re.compile(r"%([\w$.\-]+)")
+_STORE = re.compile(r"ktdp\.store\s+%[\w$.\-]+\s*,\s*(%[\w$.\-]+)")
+
+
+@dataclass(frozen=True)
+class ArgViews:
+    """How one function uses its address arguments, from a light scan of its text.
+
+    ``extents[name]``: the elements each ``construct_memory_view %name`` spans (``1 + sum((size -
+    1) * stride)``), only for arguments used by nothing but static views; ``written``: the arguments
+    some ``ktdp.store`` reaches through an access tile of such a view; ``complete``: every store
+    was traced (else ``written`` is a lower bound and is not compared with the manifest)."""
+
+    extents: dict[str, int]
+    written: frozenset[str]
+    complete: bool
+
+
+def scan_arg_views(body: str, arg_names: tuple[str, ...]) -> ArgViews:
+    """The :class:`ArgViews` of one function ``body`` (header included)."""
+    view_base: dict[str, str] = {}
+    per_arg: dict[str, list[int]] = {}
+    dynamic: set[str] = set()
+    for match in _VIEW.finditer(body):
+        view, base = match.group(1), match.group(2)
+        view_base[view] = base
+        try:
+            sizes = [int(x) for x in match.group(3).split(",") if x.strip()]
+            strides = [int(x) for x in match.group(4).split(",") if x.strip()]
+        except ValueError:
+            dynamic.add(base)
+            continue
+        if len(sizes) != len(strides) or any(s < 0 for s in sizes + strides):
+            dynamic.add(base)
+            continue
+        extent = 0 if 0 in sizes else 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
+        per_arg.setdefault(base, []).append(extent)
+    extents = {}
+    wanted = set(arg_names)
+    uses = Counter(n for n in _SSA_NAME.findall(body) if n in wanted)
+    for name in arg_names:
+        views = per_arg.get(name, [])
+        if views and name not in dynamic and uses[name] == len(views) + 1:  # the header, then views only
+            extents[name] = max(views)
+    tile_view = dict(_TILE.findall(body))
+    written, complete = set(), True
+    for tile in _STORE.findall(body):
+        base = view_base.get(tile_view.get(tile, ""), None)
+        if base is None:
+            complete = False
+        else:
+            written.add(base)
+    return ArgViews(extents, frozenset(written), complete)
+
+
+def _function_bodies(text: str) -> dict[str, str]:
+    starts = [(m.group(1), m.start()) for m in _FUNC_HEADER.finditer(text)]
+    return {fn: text[start: starts[k + 1][1] if k + 1 < len(starts) else len(text)]
+            for k, (fn, start) in enumerate(starts)}
+
+
+def check_views(manifest: Manifest, where: str = MANIFEST_FILE) -> None:
+    """The declared tensors agree with what the node programs view and write:
+
+    * no program views more elements of a tensor than the manifest declares for it;
+    * no tensor is declared larger than every view of it (when all its uses are static views);
+    * an argument a node's program stores into is flagged ``is_output: true``, and an argument
+      flagged so is stored into (when every store of the function was traced).
+    """
+    r = _Reader(where)
+    bodies: dict[str, dict[str, str]] = {}
+    largest: dict[int, int] = {}
+    opaque: set[int] = set()
+    for i, node in enumerate(manifest.nodes):
+        path = manifest.directory / node.mlir
+        if node.mlir not in bodies:
+            bodies[node.mlir] = _function_bodies(path.read_text(encoding="utf-8", errors="replace"))
+        body = bodies[node.mlir].get(node.fn)
+        if body is None:
+            opaque.update(a.tensor for a in node.args)
+            continue
+        views = scan_arg_views(body, tuple(a.name for a in node.args))
+        for j, a in enumerate(node.args):
+            q = f"nodes[{i}].args[{j}]"
+            t = manifest.tensor(a.tensor)
+            extent = views.extents.get(a.name)
+            if extent is None:
+                opaque.add(a.tensor)
+            else:
+                if extent > t.rows * t.cols:
+                    raise r.fail(q, f"@{node.fn} views %{a.name} as {extent} elements, but tensor {t.id} is declared "
+                                    f"{t.rows}x{t.cols} = {t.rows * t.cols} ({path})")
+                largest[a.tensor] = max(largest.get(a.tensor, 0), extent)
+            if a.name in views.written and not a.is_output:
+                raise r.fail(f"{q}.is_output", f"false, but @{node.fn} stores into %{a.name} (tensor {t.id}; {path})")
+            if views.complete and a.is_output and a.name not in views.written:
+                raise r.fail(f"{q}.is_output", f"true, but @{node.fn} never stores into %{a.name} (tensor {t.id}; {path})")
+    for i, t in enumerate(manifest.tensors):
+        if t.id in largest and t.id not in opaque and t.rows * t.cols > largest[t.id]:
+            raise r.fail(f"tensors[{i}]", f"tensor {t.id} is declared {t.rows}x{t.cols} = {t.rows * t.cols} elements, "
+                                          f"but the programs view at most {largest[t.id]} of them")

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,24 +133,19 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def check_json_target(path: Path) -> None:
-    """Fail early (before any work) if ``--json`` cannot be written."""
-    if path.is_dir():
-        raise UserError(f"--json {path}: is a directory")
-    if not path.parent.is_dir():
-        raise UserError(f"--json {path}: directory {path.parent} does not exist")
+def check_json_target(path: Path, force: bool = False) -> None:
+    """Fail early (before any work) if ``--json`` cannot be written, or would replace a file that
+    is not JSON without ``force`` (ktir_models/outputs.py)."""
+    from ..outputs import JSON, check_output_target
+
+    check_output_target(path, "--json", JSON, force=force)
 
 
 def write_json(path: Path, report: ForwardReport) -> None:
     """Write the report atomically (a temp file renamed over ``path``) so a crash never leaves a
     half-written file where the user's was."""
+    from ..outputs import atomic_output
+
     text = json.dumps(report.to_json(), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_output(path, "--json", "w") as f:
+        f.write(text)

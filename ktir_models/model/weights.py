@@ -12,7 +12,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -58,10 +57,15 @@ def _index_tensors(directory: Path) -> dict[str, tuple[Path, tuple[int, ...]]]:
     ``model.safetensors.index.json`` when present, else every ``*.safetensors`` in the directory."""
     index_path = directory / INDEX_FILE
     if index_path.is_file():
+        from ktir_models.readers import read_json
+
         try:
-            weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
+            weight_map = read_json(index_path, "safetensors index")["weight_map"]
+            if not all(isinstance(k, str) and isinstance(v, str) and v and "\0" not in v and Path(v).name == v
+                       for k, v in weight_map.items()):
+                raise TypeError("'weight_map' must map tensor names to shard file names in its directory")
             shards = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise UserError(f"{index_path}: not a safetensors index (needs 'weight_map'): {exc}") from None
         for shard in shards:
             if not (directory / shard).is_file():
@@ -72,8 +76,11 @@ def _index_tensors(directory: Path) -> dict[str, tuple[Path, tuple[int, ...]]]:
             raise UserError(f"{directory}: no *.safetensors files (and no {INDEX_FILE})")
         weight_map = None
     found: dict[str, tuple[Path, tuple[int, ...]]] = {}
+    from ktir_models.readers import check_safetensors_header
+
     for shard in shards:
         path = directory / shard
+        check_safetensors_header(path)  # a located reason before the library maps the file
         with _safe_open(path) as f:
             for name in f.keys():
                 if weight_map is None or weight_map.get(name) == shard:

@@ -99,9 +99,10 @@ def _extras(cfg: ModelConfig, mode: str, shape: PassShape, name: str, emitter: L
     }
 
 
-def _build(cfg: ModelConfig, mode: str, shape: PassShape, name: str):
+def _build(cfg: ModelConfig, mode: str, shape: PassShape, name: str,
+           emitter_class: type[LlamaEmitter] = LlamaEmitter):
     """The whole program in memory (every error surfaces here, before any file is touched)."""
-    emitter = LlamaEmitter(cfg, shape, prefix=f"ktir_{mode}_{_symbol(name)}")
+    emitter = emitter_class(cfg, shape, prefix=f"ktir_{mode}_{_symbol(name)}")
     program = emitter.build()
     return program, _extras(cfg, mode, shape, name, emitter)
 
@@ -113,14 +114,15 @@ def _write(cfg: ModelConfig, mode: str, shape: PassShape, out_dir: Path, name: s
 
 def emit_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, out_dir: Path, name: str,
                  *, capacity: int | None = None, dynamic_position: bool = False,
-                 force: bool = False) -> Path:
+                 force: bool = False, emitter_class: type[LlamaEmitter] = LlamaEmitter) -> Path:
     """Write the fixture of one pass into ``out_dir`` and return it.
 
     A non-empty ``out_dir`` is refused unless ``force``; with ``force`` only a previous emission's
     files (``manifest.json``, ``node*.mlir``) are removed, anything else is left alone.
+    ``emitter_class`` builds the graph (a subclass of the emitter; the tests plant mistakes so).
     """
     shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
-    program, extras = _build(cfg, mode, shape, name)
+    program, extras = _build(cfg, mode, shape, name, emitter_class)
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"--out {out_dir}: exists and is not a directory")

@@ -1,0 +1,83 @@
+"""Stale temporary directories of killed cache writers are removed; a live writer's never."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ktir_models.model import cache_temp
+from ktir_models.model.cache_temp import is_stale, make_temp_dir, remove_stale_temps
+from ktir_models.model.synthetic import ensure_synthetic, synthetic_dir, tiny_config
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _temp_named(parent, pid, age_s=0.0, tag="a"):
+    path = parent / f".entry-{tag}.tmp-{cache_temp._host()}-{pid}-xyz"
+    path.mkdir()
+    (path / "model.safetensors").write_bytes(b"partial")
+    old = time.time() - age_s
+    for p in (path / "model.safetensors", path):
+        os.utime(p, (old, old))
+    return path
+
+
+def test_rules(tmp_path):
+    dead, live = _dead_pid(), os.getpid()
+    stale = _temp_named(tmp_path, dead, age_s=3600)
+    fresh_dead = _temp_named(tmp_path, dead, age_s=0, tag="b")  # a pid-namespace guard: too recent
+    alive = _temp_named(tmp_path, live, age_s=10**6, tag="c")  # the writer exists: never removed
+    assert is_stale(stale) and not is_stale(fresh_dead) and not is_stale(alive)
+    foreign = tmp_path / ".entry.tmp-otherhost-1-abc"
+    foreign.mkdir()
+    legacy = tmp_path / ".entry.tmp-k2j3h4"  # the older name, no pid
+    legacy.mkdir()
+    os.utime(legacy, (time.time() - 2 * 86400,) * 2)
+    assert not is_stale(foreign) and is_stale(legacy)
+    assert sorted(remove_stale_temps(tmp_path)) == sorted([stale, legacy])
+    assert foreign.exists() and fresh_dead.exists() and alive.exists()
+
+
+def test_new_temp_dirs_record_host_and_pid(tmp_path):
+    path = make_temp_dir(tmp_path / "entry")
+    assert path.name.startswith(f".entry.tmp-{cache_temp._host()}-{os.getpid()}-")
+    assert not is_stale(path)
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from ktir_models.model.synthetic import ensure_synthetic, tiny_config
+cfg = tiny_config(vocab_size=200000, hidden_size=256, intermediate_size=1024)
+ensure_synthetic("big", cfg, seed=1, cache_root=Path(sys.argv[1]))
+"""
+
+
+@pytest.mark.slow
+def test_sigkill_during_the_first_write_leaves_an_orphan_the_next_run_removes(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root)])
+    parent = root / "synthetic"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (parent.is_dir() and any(p.name.startswith(".") for p in parent.iterdir())):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    orphans = [p for p in parent.iterdir() if p.name.startswith(".")]
+    assert len(orphans) == 1 and f"-{writer.pid}-" in orphans[0].name
+    monkeypatch.setattr(cache_temp, "STALE_AFTER_S", 0.0)
+    cfg = tiny_config()
+    final = ensure_synthetic("small", cfg, seed=0, cache_root=root)
+    assert final == synthetic_dir("small", cfg, 0, cache_root_dir=root)
+    assert not orphans[0].exists()
+    assert sorted(p.name for p in parent.iterdir()) == [final.name]
