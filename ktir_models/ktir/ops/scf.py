@@ -187,7 +187,8 @@ def _try_batched_gemm_loop(c, op):
     plans = []
     for v, kd_want in ((a_val, 1), (b_val, 1 if mm.name == "linalg.matmul_transpose_b" else 0)):
         load = v.owner
-        if load is None or load.name != "ktdp.load" or len(c.users.get(id(v), [])) != 1:
+        if load is None or load.name != "ktdp.load" or len(c.users.get(id(v), [])) != 1 or \
+                "padding" in load.attrs:  # masked points of the whole-K load pad with zero
             return None
         tile = load.operands[0].owner
         if tile is None or tile.name != "ktdp.construct_access_tile" or \
