@@ -74,3 +74,46 @@ def test_a_wrong_permutation_fails_the_forward(root, tmp_path, capsys, monkeypat
     code, text, doc = forward([str(path), "--mode", "prefill", "--tokens", "7"], capsys, tmp_path / "c.json")
     assert code == 1, text
     assert doc["pass"] is False
+
+
+def stories_gguf(root: Path) -> Path:
+    """The trained stories260k fixture as a GGUF file with its vocabulary in the metadata: Q8_0,
+    except the MLP tensors (rows of 172 values are no whole 32-value blocks), which stay F16 as
+    llama.cpp's converter leaves them."""
+    from gguf import GGMLQuantizationType as Q
+
+    from gguf_files import STORIES
+
+    ffn = {f"blk.{i}.{t}.weight": Q.F16 for i in range(5) for t in ("ffn_gate", "ffn_up", "ffn_down")}
+    path = root / "stories260k-q8_0.gguf"
+    if not path.is_file():
+        write_gguf(path, STORIES, GgufSpec(qtype=Q.Q8_0, types=ffn, vocab=True))
+    return path
+
+
+def test_trained_gguf_with_a_prompt(root, tmp_path, capsys) -> None:
+    """Real weights and real text: the prompt goes through the tokenizer built from the file's
+    metadata, and the teacher-forced metrics agree with the golden."""
+    path = stories_gguf(root)
+    code, text, doc = forward([str(path), "--mode", "prefill", "--prompt", "Once upon a time, there was a"],
+                              capsys, tmp_path / "s.json")
+    assert_passed(code, text, doc, path)
+    assert doc["text"]["tokenizer"] == f"gguf:{path.resolve()} metadata"
+    from tokenizers import Tokenizer
+
+    from gguf_files import STORIES_TOKENIZER
+
+    ids = Tokenizer.from_file(str(STORIES_TOKENIZER)).encode("Once upon a time, there was a").ids
+    assert doc["tokens"] == doc["text"]["text_tokens"] == len(ids)
+    assert doc["text"]["kl_max"] < 1e-4 and doc["text"]["top5_overlap_mean"] == 1.0
+    assert abs(doc["text"]["perplexity_emulated"] / doc["text"]["perplexity_golden"] - 1) < 1e-2
+
+
+def test_trained_gguf_generates_transformers_greedy_text(root, capsys) -> None:
+    path = stories_gguf(root)
+    with pytest.raises(SystemExit) as exc:
+        main(["generate", str(path), "--prompt", "Once upon a time", "--steps", "8", "-q"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0, out
+    assert "identical to transformers' greedy generation" in out
+    assert ", there was a little girl" in out

@@ -23,7 +23,8 @@ from gguf import GGMLQuantizationType as Q
 import gguf_blocks
 
 REPO = Path(__file__).resolve().parents[2]
-STORIES_TOKENIZER = REPO.parent / "shared" / "models" / "stories260K" / "hf" / "tokenizer.json"
+STORIES = REPO / "fixtures" / "models" / "stories260k"
+STORIES_TOKENIZER = STORIES / "tokenizer.json"
 
 _LAYER = {
     "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",

@@ -1,5 +1,5 @@
-"""The tokenizer a GGUF file's metadata describes (the stories260K sentencepiece vocabulary written
-into a test file): the same ids as the stories260K tokenizer.json, text round-trips, and a file
+"""The tokenizer a GGUF file's metadata describes (the sentencepiece vocabulary of the stories260k
+fixture written into a test file): the same ids as the stories260K tokenizer.json, text round-trips, and a file
 without a vocabulary has none."""
 
 from __future__ import annotations
@@ -15,16 +15,11 @@ from ktir_models.model.gguf import load_gguf
 TEXTS = ["Once upon a time, there was a little girl named Lily.",
          "She liked to play outside.  Tom said: \"Hi!\" 42 times, ü and 日本 too."]
 
-needs_stories = pytest.mark.skipif(not STORIES_TOKENIZER.is_file(),
-                                   reason=f"stories260K tokenizer not found at {STORIES_TOKENIZER}")
-
-
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
     return seeded_checkpoint(tmp_path_factory.mktemp("gguf-tok"))
 
 
-@needs_stories
 def test_vocabulary_from_metadata_round_trips_text(source, tmp_path) -> None:
     from tokenizers import Tokenizer
 
@@ -47,7 +42,6 @@ def test_file_without_vocabulary_has_no_tokenizer(source, tmp_path) -> None:
     assert ckpt.prepared_tokenizer() is None
 
 
-@needs_stories
 def test_unknown_tokenizer_model_is_named(source, tmp_path) -> None:
     path = write_gguf(tmp_path / "odd.gguf", source,
                       GgufSpec(vocab=True, metadata={"tokenizer.ggml.model": "nonsense"}))
