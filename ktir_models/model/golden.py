@@ -4,8 +4,9 @@ File format: little-endian float16, row-major, no header, gzip-compressed. The s
 the reader is told it (from the manifest) and checks the byte count. Files are written atomically
 (temporary file + rename) and gzip's timestamp is zeroed, so equal arrays give equal files.
 
-Live goldens run transformers' ``LlamaForCausalLM`` in float32 with eager attention, loaded from
-the checkpoint directory with local files only; torch and transformers are imported lazily here.
+Live goldens run the family's transformers class (``LlamaForCausalLM``, ``GraniteForCausalLM``,
+... : ``ModelConfig.family.architecture``) in float32 with eager attention, loaded from the
+checkpoint directory with local files only; torch and transformers are imported lazily here.
 """
 
 from __future__ import annotations
@@ -158,19 +159,21 @@ _MODEL_CACHE: dict[str, object] = {}
 
 
 def load_transformers_model(ckpt):
-    """``LlamaForCausalLM`` in float32 with eager attention from ``ckpt.directory`` (local files
-    only); the last one loaded is kept for reuse within the process."""
+    """The family's causal-LM class (``ckpt.config.family.architecture``) in float32 with eager
+    attention from ``ckpt.directory`` (local files only); the last one loaded is kept for reuse
+    within the process."""
     key = str(Path(getattr(ckpt, "path", ckpt.directory)).resolve())
     if key not in _MODEL_CACHE:
         import torch
-        from transformers import LlamaForCausalLM
+        import transformers
 
         _MODEL_CACHE.clear()  # keep at most one model (a 1B model is 5 GB in float32)
         own = getattr(ckpt, "transformers_model", None)  # a GGUF file: model/gguf/golden.py
         if own is not None:
             model = own()
         else:
-            model = LlamaForCausalLM.from_pretrained(
+            model_class = getattr(transformers, ckpt.config.family.architecture)
+            model = model_class.from_pretrained(
                 key, dtype=torch.float32, attn_implementation="eager", local_files_only=True
             )
         model.eval()
