@@ -1048,6 +1048,8 @@ def _h_indirect_tile(p: _Parser, op: Op):
 
 def _h_load(p: _Parser, op: Op):
     op.operands = [p.operand()]
+    if p.peek() == "{":  # attr-dict (KtdpOps.td), e.g. {padding = -1.0} for masked points
+        op.attrs.update(p.attr_dict())
     p.expect(":", "before the access tile type")
     op.attrs["types"] = [p.parse_type()]
     p.expect("->")

@@ -87,9 +87,10 @@ BOX_4x8 = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 3 >= 0, d1 >= 0, -d1 + 7 >= 0)>
 BOX_8x4 = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 7 >= 0, d1 >= 0, -d1 + 3 >= 0)>"
 
 
-def _transpose_copy() -> ktir.ir.Function:
+def _transpose_copy(load_attrs: str = "") -> ktir.ir.Function:
     """Rows [0, n) of an ?x8 view read through a transposing 4x8 tile anchored at row %c2, then
-    stored into a 8x4 output box; rows >= n of the source read as zero."""
+    stored into a 8x4 output box; rows >= n of the source read as zero (or as the padding that
+    ``load_attrs`` gives the load)."""
     return _module(f"""
     %c2 = arith.constant 2 : index
     %va = ktdp.construct_memory_view %a, sizes: [%n, 8], strides: [8, 1] {{
@@ -97,7 +98,7 @@ def _transpose_copy() -> ktir.ir.Function:
     %ta = ktdp.construct_access_tile %va[%c2, %c0] {{
       access_tile_set = {BOX_4x8}, access_tile_order = affine_map<(d0, d1) -> (d1, d0)>
     }} : memref<?x8xf16> -> !ktdp.access_tile<8x4xindex>
-    %x = ktdp.load %ta : !ktdp.access_tile<8x4xindex> -> tensor<8x4xf16>
+    %x = ktdp.load %ta {load_attrs}: !ktdp.access_tile<8x4xindex> -> tensor<8x4xf16>
     %vo = ktdp.construct_memory_view %o, sizes: [8, 4], strides: [4, 1] {{
       coordinate_set = {BOX_8x4}, memory_space = #ktdp.memory_space<global> }} : memref<8x4xf16>
     %to = ktdp.construct_access_tile %vo[%c0, %c0] {{
@@ -121,17 +122,19 @@ def test_transposed_masked_load_pads_with_zero(n: int):
 
 
 def _store_rows(order: str = "(d0, d1)") -> ktir.ir.Function:
-    """A 4x8 tile of ones stored at row %c2 of rows [0, n) of an ?x8 view."""
+    """A 4x8 box of ones stored at row %c2 of rows [0, n) of an ?x8 view (traversed in
+    ``order``: the data tile is 8x4 for the transposing order)."""
+    shape = "8x4" if order == "(d1, d0)" else "4x8"
     return _module(f"""
     %c2 = arith.constant 2 : index
     %one = arith.constant 1.0 : f16
-    %x = tensor.splat %one : tensor<4x8xf16>
+    %x = tensor.splat %one : tensor<{shape}xf16>
     %vo = ktdp.construct_memory_view %o, sizes: [%n, 8], strides: [8, 1] {{
       coordinate_set = {ROWS_N}, memory_space = #ktdp.memory_space<global> }} : memref<?x8xf16>
     %to = ktdp.construct_access_tile %vo[%c2, %c0] {{
       access_tile_set = {BOX_4x8}, access_tile_order = affine_map<(d0, d1) -> {order}>
-    }} : memref<?x8xf16> -> !ktdp.access_tile<4x8xindex>
-    ktdp.store %x, %to : tensor<4x8xf16>, !ktdp.access_tile<4x8xindex>
+    }} : memref<?x8xf16> -> !ktdp.access_tile<{shape}xindex>
+    ktdp.store %x, %to : tensor<{shape}xf16>, !ktdp.access_tile<{shape}xindex>
 """, "%o: index, %n: index")
 
 
@@ -174,11 +177,9 @@ def test_general_coordinate_set_masks_point_by_point():
 
 
 def test_padding_attribute_sets_the_value_of_masked_points():
-    """The load's ``padding`` attribute (a discardable attribute of the load's attr-dict) fills
-    the masked points; the op carries it in ``attrs``, as the parser or the generic form puts it."""
-    fn = _transpose_copy()
-    load = next(op for op in fn.walk() if op.name == "ktdp.load")
-    load.attrs["padding"] = -1.5
+    """The load's ``padding`` attribute (in its attr-dict, KtdpOps.td's format) fills the masked
+    points."""
+    fn = _transpose_copy("{padding = -1.5} ")
     m = ktir.Machine()
     a = (np.arange(3 * 8, dtype=np.float16) + 1).reshape(3, 8)
     ab = m.hbm.allocate_from(a, name="a")
@@ -187,6 +188,8 @@ def test_padding_attribute_sets_the_value_of_masked_points():
     padded = np.full((12, 8), -1.5, np.float16)
     padded[:3] = a
     np.testing.assert_array_equal(out.read(), padded[2:6].T)
+    with pytest.raises(ktir.KtirError, match="padding must be a number"):
+        ktir.Machine().compile(_transpose_copy('{padding = "zero"} '))
 
 
 def _grid_rows(cores: int) -> ktir.ir.Function:
@@ -284,3 +287,55 @@ def test_index_tables_are_not_masked():
     ib = m.hbm.allocate_from(np.array([1, 2, 3, 4], np.int32), name="idx")
     with pytest.raises(ktir.EmulationFault, match="coordinate set"):
         m.compile(fn).run({"a": ab.address, "o": ib.address})
+
+
+def test_masked_access_on_the_torch_back_end_matches_numpy():
+    """The masked paths use the back-end vocabulary only (full, assign, put, take): torch on the
+    cpu gives numpy's bytes for a masked transposing load and a masked store."""
+    pytest.importorskip("torch")
+    outs = {}
+    for backend in ("numpy", "torch"):
+        m = ktir.Machine(backend=backend, device="cpu")
+        a = (np.arange(3 * 8, dtype=np.float16) + 1).reshape(3, 8)
+        ab = m.hbm.allocate_from(a, name="a")
+        out = m.hbm.allocate((8, 4), "float16", name="o")
+        m.compile(_transpose_copy()).run({"a": ab.address, "o": out.address, "n": 3})
+        rows = m.hbm.allocate_from(np.full((8, 8), SENTINEL, np.float16), name="rows")
+        m.compile(_store_rows("(d1, d0)")).run({"o": rows.address, "n": 4})
+        outs[backend] = (out.read(), rows.read())
+    for x, y in zip(outs["numpy"], outs["torch"]):
+        np.testing.assert_array_equal(x, y)
+    want = np.full((8, 8), SENTINEL, np.float16)
+    want[2:4] = 1
+    np.testing.assert_array_equal(outs["numpy"][1], want)
+
+
+@pytest.mark.parametrize("n", [3, 5, 8])
+def test_transposed_masked_store_puts_each_value_at_its_point(n: int):
+    """An 8x4 data tile stored through the transposing order of a 4x8 box at row 2: element
+    (j, i) goes to (2 + i, j), only where 2 + i < n."""
+    fn = _module(f"""
+    %c2 = arith.constant 2 : index
+    %va = ktdp.construct_memory_view %a, sizes: [8, 4], strides: [4, 1] {{
+      coordinate_set = {BOX_8x4}, memory_space = #ktdp.memory_space<global> }} : memref<8x4xf16>
+    %ta = ktdp.construct_access_tile %va[%c0, %c0] {{
+      access_tile_set = {BOX_8x4}, access_tile_order = affine_map<(d0, d1) -> (d0, d1)>
+    }} : memref<8x4xf16> -> !ktdp.access_tile<8x4xindex>
+    %x = ktdp.load %ta : !ktdp.access_tile<8x4xindex> -> tensor<8x4xf16>
+    %vo = ktdp.construct_memory_view %o, sizes: [%n, 8], strides: [8, 1] {{
+      coordinate_set = {ROWS_N}, memory_space = #ktdp.memory_space<global> }} : memref<?x8xf16>
+    %to = ktdp.construct_access_tile %vo[%c2, %c0] {{
+      access_tile_set = {BOX_4x8}, access_tile_order = affine_map<(d0, d1) -> (d1, d0)>
+    }} : memref<?x8xf16> -> !ktdp.access_tile<8x4xindex>
+    ktdp.store %x, %to : tensor<8x4xf16>, !ktdp.access_tile<8x4xindex>
+""")
+    m = ktir.Machine()
+    a = np.arange(32, dtype=np.float16).reshape(8, 4) + 1
+    ab = m.hbm.allocate_from(a, name="a")
+    out = m.hbm.allocate_from(np.full((8, 8), SENTINEL, np.float16), name="o")
+    m.compile(fn).run({"a": ab.address, "o": out.address, "n": n})
+    want = np.full((8, 8), SENTINEL, np.float16)
+    for i in range(4):
+        if 2 + i < n:
+            want[2 + i] = a[:, i]
+    np.testing.assert_array_equal(out.read(), want)
