@@ -20,6 +20,7 @@ from pathlib import Path
 from . import affine
 from .op_templates import OpTemplate
 from .parse import generic_form
+from .parse import tile_types
 from .parse import types as frontend_types
 from .errors import Diagnostic, KtirError, Location
 from .ir import (INDEX, AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
@@ -577,6 +578,9 @@ class _Parser:
                 self.pos += 1  # "builtin.module"() ({ ... }) : () -> ()
                 for t in ("(", ")", "(", "{"):
                     self.expect(t, "in the generic form of builtin.module")
+                if self.kind() == "label":  # ^bb0:
+                    self.pos += 1
+                    self.expect(":", "after the block label")
                 braced = generic_module = True
                 continue
             else:
@@ -956,6 +960,9 @@ def _h_access_tile(p: _Parser, op: Op):
     base_t = p.parse_type()
     p.expect("->")
     result = p.parse_type()
+    if isinstance(result, AccessTileType):
+        op.attrs["access_tile_set"] = tile_types.clip_set_to_type(
+            op.attrs.get("access_tile_set"), op.attrs.get("access_tile_order"), result.shape)
     op.attrs["base_map"] = affine.AffineMap(len(captured), 0, tuple(exprs))
     op.attrs["base_type"] = base_t
     op.groups = {"base": [base], "indices": captured, "symbols": syms}
@@ -1036,6 +1043,11 @@ def _h_indirect_tile(p: _Parser, op: Op):
             index_views.append(s[1])
     op.attrs["subscript_kinds"] = kinds
     op.attrs["subscript_maps"] = maps
+    if isinstance(result, AccessTileType):
+        generic_form.default_order(op, "variables_space_set", "variables_space_order")
+        op.attrs["variables_space_set"] = tile_types.clip_set_to_type(
+            op.attrs.get("variables_space_set"), op.attrs.get("variables_space_order"),
+            result.shape)
     op.attrs["types"] = types
     op.attrs["num_variables"] = nvars
     op.attrs["variable_names"] = [n for n, _ in var_names]

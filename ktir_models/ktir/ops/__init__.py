@@ -24,4 +24,4 @@ def register(*names: str):
     return deco
 
 
-from . import arith, math, linalg, tensor, scf, ktdp  # noqa: E402,F401  (registration)
+from . import arith, math, linalg, tensor, scf, ktdp, func, runtime_arg  # noqa: E402,F401  (registration)

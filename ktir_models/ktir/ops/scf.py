@@ -1,6 +1,8 @@
-"""scf: for (with iter_args), if, yield. Loops replay their compiled body; no per-trip parsing."""
+"""scf: for (with iter_args), parallel (with reduce), if, yield. Loops replay their compiled body; no per-trip parsing."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -83,6 +85,56 @@ def _plain_for(ilb, iub, ist, iv, body, carried, init_slots, yields, results, n)
             env[k] = a
 
     return step
+
+
+@register("scf.parallel")
+def build_parallel(c, op):
+    """MLIR's scf.parallel: every point of the iteration box runs the body (here in
+    lexicographic order, last dimension fastest; the op promises no order), and each value
+    given to the body's terminating scf.reduce is folded into its accumulator with that value's
+    combiner region, ``acc = combiner(acc, value)``, starting from the init value."""
+    from ..compile import run_steps
+
+    g = op.groups
+    lbs, ubs, sts = ([c.slot(v) for v in g[k]] for k in ("lbs", "ubs", "steps"))
+    block = op.regions[0].block
+    ivs = [c.slot(a) for a in block.args]
+    body = c.compile_block(block)
+    last = block.ops[-1] if block.ops else None
+    combiners = []
+    if last is not None and last.name == "scf.reduce":
+        for v, region in zip(last.operands, last.regions):
+            rb = region.block
+            lhs, rhs = (c.slot(a) for a in rb.args)
+            steps = c.compile_block(rb)
+            combiners.append((c.slot(v), lhs, rhs, steps, c.slot(rb.ops[-1].operands[0])))
+    inits = [c.slot(v) for v in g["inits"]]
+    results = [c.slot(v) for v in op.results]
+
+    def points(env):
+        ranges = [_trip_ivs(env[lo], env[hi], env[st]) for lo, hi, st in zip(lbs, ubs, sts)]
+        return itertools.product(*ranges)
+
+    def step(env):
+        accs = [env[k] for k in inits]
+        for point in points(env):
+            for k, i in zip(ivs, point):
+                env[k] = i
+            run_steps(body, env)
+            for n, (value, lhs, rhs, steps, out) in enumerate(combiners):
+                env[lhs] = accs[n]
+                env[rhs] = env[value]
+                run_steps(steps, env)
+                accs[n] = env[out]
+        for k, a in zip(results, accs):
+            env[k] = a
+
+    return step
+
+
+@register("scf.reduce", "scf.reduce.return")
+def build_reduce_terminator(c, op):
+    return None  # scf.parallel reads the reduced and returned slots directly
 
 
 @register("scf.if")

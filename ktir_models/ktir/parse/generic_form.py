@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import affine
-from ..ir import (INDEX, DenseConstant, Function, MemorySpace, Op, ScalarType, TensorType,
+from ..ir import (INDEX, AccessTileType, DenseConstant, Function, MemorySpace, Op, ScalarType, TensorType,
                   Value)
 from .ops_frontend import EXTRACT_KINDS, function_type
+from .tile_types import clip_set_to_type
 
 DYNAMIC_SENTINEL = -9223372036854775808  # ShapedType::kDynamic in static_* arrays
 
@@ -267,6 +268,10 @@ def _a_access_tile(p, op, operands, attrs, arg_types, result_types, i):
         p.fail("construct_access_tile in generic form needs base_map = affine_map<...>", i)
     _copy_attrs(op, attrs)
     default_order(op, "access_tile_set", "access_tile_order")
+    if result_types and isinstance(result_types[0], AccessTileType):
+        op.attrs["access_tile_set"] = clip_set_to_type(
+            op.attrs.get("access_tile_set"), op.attrs.get("access_tile_order"),
+            result_types[0].shape)
     op.attrs["base_map"] = bm
     op.attrs["base_type"] = arg_types[0]
     op.groups = {"base": g["base"], "indices": g["indices"], "symbols": g["symbols"]}
@@ -297,6 +302,10 @@ def _a_indirect_tile(p, op, operands, attrs, arg_types, result_types, i):
     outer = _plain(attrs.pop("outer_variables", None))
     _copy_attrs(op, attrs)
     default_order(op, "variables_space_set", "variables_space_order")
+    if result_types and isinstance(result_types[0], AccessTileType):
+        op.attrs["variables_space_set"] = clip_set_to_type(
+            op.attrs.get("variables_space_set"), op.attrs.get("variables_space_order"),
+            result_types[0].shape)
     op.attrs["subscript_kinds"] = kinds
     op.attrs["subscript_maps"] = list(maps)
     op.attrs["types"] = list(arg_types[:1 + len(g["indirect"])])
@@ -343,12 +352,31 @@ def _a_linalg(p, op, operands, attrs, arg_types, result_types, i):
     if op.name not in ("linalg.generic", "linalg.reduce"):
         op.regions = []  # a named op's body is implied by its name
         attrs.pop("indexing_maps", None)
+    combiner = _single_combiner(op) if op.name == "linalg.reduce" else None
+    if combiner is not None:  # the body `{ arith.addf }` stands for, as the custom form has it
+        op.regions = []
+        op.attrs["combiner"] = combiner
     attrs.pop("linalg.memoized_indexing_maps", None)
     _copy_attrs(op, attrs)
     op.groups = {"ins": g["ins"], "outs": g["outs"]}
     op.attrs["in_types"] = list(arg_types[:n_in])
     op.attrs["out_types"] = list(arg_types[n_in:])
     op.operands = g["ins"] + g["outs"]
+
+
+def _single_combiner(op: Op) -> str | None:
+    """``combiner`` when the reduce body is ``%r = combiner(%a, %b)`` on its two arguments and
+    ``linalg.yield %r``."""
+    if len(op.regions) != 1:
+        return None
+    block = op.regions[0].block
+    if len(block.args) != 2 or len(block.ops) != 2 or block.ops[1].name != "linalg.yield":
+        return None
+    body = block.ops[0]
+    if body.attrs.get("opaque") or len(body.results) != 1 or \
+            block.ops[1].operands != [body.result] or body.operands != block.args:
+        return None
+    return body.name
 
 
 def _a_linalg_index(p, op, operands, attrs, arg_types, result_types, i):

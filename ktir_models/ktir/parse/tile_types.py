@@ -1,0 +1,43 @@
+"""An access tile is its result type's box: a set larger than the type is clipped at parse time.
+
+The dialect ties no extent of ``access_tile_set`` (or ``variables_space_set``) to the tile's
+result type; its own tests build ``!ktdp.access_tile<1x64xindex>`` from a 2x64 set. The emulator
+reads such a tile as the points of the set that fall inside the type's box, counted from the
+set's lower corner in the order's dimension order. Where the set is a constant box and the
+order a permutation, that is again a box, so the parser stores the clipped set and every later
+stage (verification, the plain, stacked and taped plans, the printer) sees one consistent tile.
+A set smaller than the type in some dimension (the type has positions no point of the set
+fills) is kept as written; such a tile verifies, and a load or store through it faults at run
+time: it would need masked tile positions, which the emulator does not model.
+"""
+
+from __future__ import annotations
+
+from .. import affine
+
+
+def clip_set_to_type(s, order, shape):
+    """``s`` clipped to the tile type's ``shape`` (see the module docstring), or ``s`` itself."""
+    if not isinstance(s, affine.AffineSet) or not isinstance(order, affine.AffineMap):
+        return s
+    box = s.box_bounds()
+    perm = order.permutation()
+    if box is None or s.num_syms or perm is None or len(perm) != len(shape) \
+            or any(d is None for d in shape):
+        return s
+    if any(b.lo[0] != "c" or b.hi[0] != "c" for b in box):
+        return s
+    lo = [b.lo[1] for b in box]
+    ext = [b.hi[1] - b.lo[1] + 1 for b in box]
+    new = list(ext)
+    for k, p in enumerate(perm):
+        if shape[k] > ext[p]:
+            return s  # the type has positions the set does not fill: keep it as written
+        new[p] = shape[k]
+    if new == ext:
+        return s
+    cons = []
+    for d, (a, e) in enumerate(zip(lo, new)):
+        cons.append((affine.add(("d", d), affine.const(-a)), False))
+        cons.append((affine.add(affine.neg(("d", d)), affine.const(a + e - 1)), False))
+    return affine.AffineSet(s.num_dims, 0, tuple(cons))
