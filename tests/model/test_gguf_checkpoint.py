@@ -110,3 +110,15 @@ def test_row_blocks_do_not_change_the_result(root, tied, monkeypatch) -> None:
     whole = load_gguf(path).read_f16("model.layers.0.self_attn.q_proj.weight")
     monkeypatch.setattr(dequant, "ROW_CHUNK_BYTES", 5 * 256 * 4)  # 5-row blocks across head edges
     np.testing.assert_array_equal(load_gguf(path).read_f16("model.layers.0.self_attn.q_proj.weight"), whole)
+
+
+def test_live_golden_model_holds_exactly_the_weights_the_program_takes(root, tied) -> None:
+    path = write_gguf(root / "golden-q4_1.gguf", tied, FORWARD_FILES["Q4_1"])
+    ckpt = load_gguf(path)
+    model = ckpt.transformers_model()
+    state = model.state_dict()
+    assert model.config.tie_word_embeddings and model.config._attn_implementation == "eager"
+    for name in ckpt.tensor_names() + ["lm_head.weight"]:
+        theirs = state[name].numpy()
+        assert theirs.dtype == np.float32
+        np.testing.assert_array_equal(theirs, ckpt.read_f16(name).astype(np.float32), err_msg=name)
