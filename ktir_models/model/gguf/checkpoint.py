@@ -106,8 +106,10 @@ class GgufCheckpoint:
     def read_f16(self, hf_name: str) -> np.ndarray:
         """One tensor as a fresh float16 array in HF layout (``[out, in]``)."""
         entry = self._entry(hf_name)
-        return rows_to_f16(str(self.path), entry.name, entry.qtype, entry.data, entry.shape,
-                           rows=self._row_order(entry))
+        out = rows_to_f16(str(self.path), entry.name, entry.qtype, entry.data, entry.shape,
+                          rows=self._row_order(entry))
+        self._file.release(entry)
+        return out
 
     def read_rows_f16(self, hf_name: str, rows: np.ndarray) -> np.ndarray:
         """Selected rows of a 2-D tensor as float16 ``[len(rows), cols]``; only those rows are

@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,8 @@ class TensorEntry:
     qtype: Any
     shape: tuple[int, ...]
     data: np.ndarray
+    offset: int  # of the data in the file, bytes
+    nbytes: int
 
 
 @dataclass
@@ -84,6 +87,20 @@ class GgufFile:
     path: Path
     reader: Any
     tensors: dict[str, TensorEntry]
+
+    def release(self, entry: TensorEntry) -> None:
+        """Drop the mapped pages of ``entry``'s data from this process's memory once it has been
+        read: clean file pages, read again from the file if touched again. Without this every
+        tensor read would stay resident through the map, adding the file's size to the peak."""
+        mapped = getattr(self.reader.data, "_mmap", None)
+        if mapped is None or not hasattr(mapped, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = entry.offset // mmap.PAGESIZE * mmap.PAGESIZE
+        length = entry.offset + entry.nbytes - start
+        try:
+            mapped.madvise(mmap.MADV_DONTNEED, start, length)
+        except (OSError, ValueError):  # advice only: a platform that refuses it keeps the pages
+            pass
 
     def has(self, key: str) -> bool:
         return key in self.reader.fields
@@ -146,6 +163,8 @@ def open_gguf(path: Path) -> GgufFile:
             qtype=t.tensor_type,
             shape=tuple(int(d) for d in reversed(t.shape.tolist())),
             data=t.data,
+            offset=int(t.data_offset),
+            nbytes=int(t.n_bytes),
         )
         for t in reader.tensors
     }
