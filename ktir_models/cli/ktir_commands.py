@@ -15,7 +15,11 @@ from .backend_options import backend_option, build_backend, device_option, lx_mo
 
 
 @app.command("check")
-def check(files: List[Path] = typer.Argument(..., help="KTIR files (.mlir / .ktir) to check")):
+def check(files: List[Path] = typer.Argument(..., help="KTIR files (.mlir / .ktir) to check"),
+          reshaping_reduce: bool = typer.Option(
+              False, "--reshaping-reduce",
+              help="Accept ktdp.inter_tile_reduce results that reshape the partial (ktir-cpu's "
+                   "reading; the dialect rejects them).")):
     """Parse and verify KTIR files; print one summary line per file.
 
     Exit 0 when every file is clean, 2 when any has errors (printed as file:line:col: error: ...).
@@ -26,7 +30,7 @@ def check(files: List[Path] = typer.Argument(..., help="KTIR files (.mlir / .kti
     for path in files:
         t0 = time.perf_counter()
         try:
-            module = load_module(path)
+            module = load_module(path, reshaping_reduce=reshaping_reduce)
         except KtirError as exc:
             failed += 1
             print(str(exc), file=sys.stderr)

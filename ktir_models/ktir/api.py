@@ -16,15 +16,18 @@ def parse_text(text: str, filename: str = "<string>") -> Module:
     return _parser.parse_text(text, filename)
 
 
-def verify(module: Module) -> None:
-    """Raise :class:`KtirError` listing every rule violation of ``module``."""
-    _verify.verify(module)
+def verify(module: Module, *, reshaping_reduce: bool = False) -> None:
+    """Raise :class:`KtirError` listing every rule violation of ``module``.
+
+    ``reshaping_reduce``: accept ``ktdp.inter_tile_reduce`` results that reshape the future's
+    partial (ktir-cpu's reading; the dialect's verifier rejects them)."""
+    _verify.verify(module, reshaping_reduce=reshaping_reduce)
 
 
-def load_module(path: str | Path) -> Module:
-    """Parse and verify a ``.mlir`` / ``.ktir`` file."""
+def load_module(path: str | Path, *, reshaping_reduce: bool = False) -> Module:
+    """Parse and verify a ``.mlir`` / ``.ktir`` file (``reshaping_reduce``: see :func:`verify`)."""
     module = _parser.parse_file(path)
-    _verify.verify(module)
+    _verify.verify(module, reshaping_reduce=reshaping_reduce)
     return module
 
 

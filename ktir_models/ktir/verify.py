@@ -927,12 +927,34 @@ def _call_cycle(module: Module) -> list[Diagnostic]:
     return []
 
 
-def verify(module: Module) -> None:
-    """Raise :class:`KtirError` listing every violation in ``module``."""
+def _reduce_result_types(fn: Function, reshaping: bool, diags: list[Diagnostic]) -> None:
+    """The dialect's rule: an inter_tile_reduce result has its future's partial type.
+
+    ktir-cpu's ring-reduce examples reduce tensor<1x128xf16> partials to a tensor<128xf16>
+    result (its interpreter reshapes); the dialect's verifier rejects that, and so does this
+    one unless ``reshaping`` asks for ktir-cpu's reading (same element count, any shape)."""
+    for op in fn.walk():
+        if op.name != "ktdp.inter_tile_reduce" or not op.operands or not op.results:
+            continue
+        fu, t = op.operands[0].type, op.results[0].type
+        if not isinstance(fu, TileFutureType) or reshaping or _compatible(t, fu.tensor):
+            continue
+        diags.append(Diagnostic(op.loc, f"inter_tile_reduce result type {t} must be the "
+                                        f"future's partial type {fu.tensor}: the reduce does "
+                                        "not reshape (put a tensor.collapse_shape after it; "
+                                        "ktir-cpu's reshaping reading is the opt-in "
+                                        "reshaping_reduce)"))
+
+
+def verify(module: Module, *, reshaping_reduce: bool = False) -> None:
+    """Raise :class:`KtirError` listing every violation in ``module``. ``reshaping_reduce``
+    accepts inter_tile_reduce results that reshape the partial (see
+    :func:`_reduce_result_types`)."""
     diags: list[Diagnostic] = []
     for fn in module.functions.values():
         diags += verify_function(fn)
         _check_calls(module, fn, diags)
+        _reduce_result_types(fn, reshaping_reduce, diags)
     diags += _call_cycle(module)
     if diags:
         raise KtirError(diags)

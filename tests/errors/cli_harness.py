@@ -71,3 +71,24 @@ def tree_digest(*paths: Path) -> dict[str, str]:
         for f in files:
             digests[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
     return digests
+
+
+@contextlib.contextmanager
+def private_environment(cache_dir: Path):
+    """A private ``KTIR_MODELS_CACHE``, no native kernel build (``KTIR_MODELS_NATIVE=0``: these
+    suites are about refusals, not numerics) and an offline hub, restored on exit."""
+    import pytest
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KTIR_MODELS_CACHE", str(cache_dir))
+        mp.setenv("KTIR_MODELS_NATIVE", "0")
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        yield
+
+
+def emit_tiny_program(model: Path, parent: Path) -> Path:
+    """Our emitted decode program for ``model`` (manifest.json + node*.mlir) in ``parent/decode``."""
+    out = Path(parent) / "decode"
+    r = run_cli("emit", model, "--out", out)
+    assert r.code == 0, r.stderr
+    return out

@@ -52,9 +52,23 @@ def test_corpus_has_the_expected_files(corpus_dir: Path) -> None:
     }
 
 
+# the dialect's verifier rejects these (an inter_tile_reduce whose result reshapes its
+# partial, tensor<1x128xf16> -> tensor<128xf16>); ktir-cpu reads them with a reshape
+RESHAPING_REDUCE = ("ktir-examples/ktir/ring_reduce.mlir",
+                    "ktir-examples/ktir/ring_reduce_inner_loop.mlir",
+                    "ktir-examples/latency/ring_reduce_multi_group.mlir")
+
+
+def _reshaping(path: Path) -> bool:
+    return str(path.relative_to(corpus_path())) in RESHAPING_REDUCE
+
+
 @pytest.mark.parametrize("path", file_cases())
 def test_file_parses_and_verifies(path: Path) -> None:
-    module = ktir.load_module(path)  # parse + verify; raises KtirError with every diagnostic
+    if _reshaping(path):
+        with pytest.raises(ktir.KtirError, match="must be the future's partial type"):
+            ktir.load_module(path)
+    module = ktir.load_module(path, reshaping_reduce=_reshaping(path))
     assert module.functions, f"{path}: no func.func found"
     for name, fn in module.functions.items():
         assert module.function(name) is fn
@@ -85,7 +99,8 @@ def test_cli_check_accepts_the_whole_corpus(corpus_dir: Path) -> None:
     batches = [files[b::BATCHES] for b in range(BATCHES)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "ktir_models", "check", *map(str, batch)],
+            [sys.executable, "-m", "ktir_models", "check", "--reshaping-reduce",
+             *map(str, batch)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

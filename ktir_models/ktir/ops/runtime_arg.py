@@ -33,6 +33,4 @@ def build_runtime_arg_extract(c, op):
             raise FaultSignal(f"runtime_arg {x.name} is {v}, above its upperbound {bound}")
         env[ir] = cast(v)
 
-    if c.is_const(x):  # a constant argument (a call site passing one): check it now, once
-        return step
     return step
