@@ -13,7 +13,9 @@ Kinds (one per step of a llama decoder layer, in execution order)::
     final_norm  logits                                       (layer None)
 
 ``rope_q``/``rope_k`` are transformers' own ``apply_rotary_pos_emb`` applied to the captured
-q/k projections with the cos/sin the model's rotary embedding produced for these positions.
+q/k projections with the cos/sin the model's rotary embedding produced for these positions. A
+family with per-head q/k norms (qwen3) also yields ``q_norm``/``k_norm``, and RoPE is applied to
+those, as the model does.
 torch and transformers are imported lazily (only this module and golden.py touch them).
 """
 
@@ -26,8 +28,8 @@ import numpy as np
 from .golden import _cache_kwarg, _output_cache, load_transformers_model
 from .inputs import golden_token_ids
 
-KINDS = ("layer_input", "input_norm", "q", "k", "v", "rope_q", "rope_k", "attention", "o_proj",
-         "attn_residual", "post_norm", "gate", "up", "act_mul", "down", "layer_output")
+KINDS = ("layer_input", "input_norm", "q", "k", "v", "q_norm", "k_norm", "rope_q", "rope_k", "attention",
+         "o_proj", "attn_residual", "post_norm", "gate", "up", "act_mul", "down", "layer_output")
 MODEL_KINDS = ("final_norm", "logits")
 
 Key = tuple[str, "int | None"]
@@ -70,6 +72,11 @@ def capture_reference(ckpt: Any, token_ids, positions=None, past: int = 0,
             captured[key] = _rows(inputs[0])
         return hook
 
+    def heads_hook(key, rows):
+        def hook(_module, _inputs, output):
+            captured[key] = output.detach().float().cpu().numpy().reshape(rows, -1)
+        return hook
+
     def rotary_hook(_module, _inputs, output):
         rotary["cos"], rotary["sin"] = output
 
@@ -101,6 +108,9 @@ def capture_reference(ckpt: Any, token_ids, positions=None, past: int = 0,
                     mlp.down_proj.register_forward_hook(out_hook(("down", i))),
                     layer.register_forward_hook(out_hook(("layer_output", i))),
                 ]
+                for norm in ("q_norm", "k_norm"):  # qwen3: per-head, [1, m, heads, head_dim]
+                    if getattr(attn, norm, None) is not None:
+                        handles.append(getattr(attn, norm).register_forward_hook(heads_hook((norm, i), m)))
             handles.append(inner.norm.register_forward_hook(out_hook(("final_norm", None))))
             out = model(ids, position_ids=pos, use_cache=True, **{_cache_kwarg(model): cache})
         finally:
@@ -112,8 +122,10 @@ def capture_reference(ckpt: Any, token_ids, positions=None, past: int = 0,
         hd = cfg.head_dim
         cos, sin = rotary["cos"], rotary["sin"]
         for i in range(cfg.num_hidden_layers):
-            q = torch.as_tensor(captured[("q", i)]).reshape(1, m, -1, hd).transpose(1, 2)
-            k = torch.as_tensor(captured[("k", i)]).reshape(1, m, -1, hd).transpose(1, 2)
+            q_in = captured.get(("q_norm", i), captured[("q", i)])
+            k_in = captured.get(("k_norm", i), captured[("k", i)])
+            q = torch.as_tensor(q_in).reshape(1, m, -1, hd).transpose(1, 2)
+            k = torch.as_tensor(k_in).reshape(1, m, -1, hd).transpose(1, 2)
             q_rot, k_rot = modeling_llama.apply_rotary_pos_emb(q, k, cos.float(), sin.float())
             captured[("rope_q", i)] = q_rot.transpose(1, 2).reshape(m, -1).numpy()
             captured[("rope_k", i)] = k_rot.transpose(1, 2).reshape(m, -1).numpy()

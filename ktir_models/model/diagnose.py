@@ -41,6 +41,8 @@ _LAYER_WEIGHTS = {
     "self_attn.q_proj": "q",
     "self_attn.k_proj": "k",
     "self_attn.v_proj": "v",
+    "self_attn.q_norm": "q_norm",  # qwen3's per-head norms (before RoPE)
+    "self_attn.k_norm": "k_norm",
     "self_attn.o_proj": "o_proj",
     "post_attention_layernorm": "post_norm",
     "mlp.gate_proj": "gate",
@@ -51,7 +53,8 @@ _LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 
 DESCRIPTIONS = {
     "input_norm": "input RMSNorm", "q": "q projection", "k": "k projection",
-    "v": "v projection", "rope_q": "RoPE on q", "rope_k": "RoPE on k", "attention": "attention",
+    "v": "v projection", "q_norm": "per-head q RMSNorm", "k_norm": "per-head k RMSNorm",
+    "rope_q": "RoPE on q", "rope_k": "RoPE on k", "attention": "attention",
     "o_proj": "o projection", "attn_residual": "residual add (attention)",
     "post_norm": "post-attention RMSNorm", "gate": "gate projection", "up": "up projection",
     "act_mul": "SiLU(gate) * up", "down": "down projection",
@@ -128,7 +131,7 @@ def map_nodes(manifest: Manifest) -> list[NodeRole | None]:
                 kind = "layer_output"
         elif not weights:
             if in_roles & {"cos", "sin"}:
-                kind = "rope_q" if "q" in up_kinds else ("rope_k" if "k" in up_kinds else None)
+                kind = "rope_q" if up_kinds & {"q", "q_norm"} else ("rope_k" if up_kinds & {"k", "k_norm"} else None)
             elif in_roles & {"prefix_k", "prefix_v"} or manifest.attn_mask in inputs \
                     or "rope_q" in up_kinds:
                 kind = "attention"
