@@ -51,57 +51,54 @@ def emit(
 @app.command()
 def generate(
     model: str = typer.Argument(..., help="Registry name, local checkpoint dir, or HF repo id."),
-    tokens: int = typer.Option(8, "--tokens", min=1, help="Prompt tokens M (golden-convention ids), one prefill pass."),
-    steps: int = typer.Option(4, "--steps", min=0, help="Greedy decode steps N after the prefill."),
+    prompt: Optional[str] = typer.Option(
+        None, "--prompt", help="Text to continue (the checkpoint's tokenizer); the answer streams as text."
+    ),
+    chat: bool = typer.Option(False, "--chat", help="Wrap --prompt in the checkpoint's chat template (instruct models)."),
+    tokens: Optional[int] = typer.Option(
+        None, "--tokens", min=1, help="Without --prompt: M golden-convention prompt ids (default 8)."
+    ),
+    steps: Optional[int] = typer.Option(
+        None, "--steps", min=0,
+        help=f"Greedy decode steps N after the prefill, stopping at EOS (default {PROMPT_STEPS} with --prompt, else 4).",
+    ),
     weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
-    golden: str = typer.Option("none", "--golden", help="live (check every pass against transformers) or none."),
+    golden: str = typer.Option(
+        "live", "--golden", help="live (check every step against transformers' greedy generation) or none."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="With --prompt: also one line per pass."),
     backend: str = backend_option(),
     device: str = device_option(),
 ) -> None:
-    """Prefill M tokens, then N greedy decode steps on the KV cache our programs wrote."""
-    import sys
+    """Prefill the prompt, then up to N greedy decode steps on the KV cache our programs wrote.
 
+    With --golden live (the default) every pass's logits are judged against transformers fed the
+    same tokens, and the tokens against transformers' own greedy generation; exit 1 names the first
+    step that differs. Exit codes: 0 pass, 1 mismatch, 2 bad input.
+    """
     from ..errors import Mismatch, UserError
-    from ..model.emit.generation import generate as run_generation
     from ..model.registry import resolve_model
-    from ..model.report import judge
     from ..model.weights import get_checkpoint
 
     if golden not in ("live", "none"):
         raise UserError(f"--golden {golden}: expected live or none")
+    if prompt is not None and tokens is not None:
+        raise UserError("--prompt and --tokens: give one of them (--tokens means synthetic prompt ids)")
+    if chat and prompt is None:
+        raise UserError("--chat: needs --prompt")
+    if steps is None:
+        steps = PROMPT_STEPS if prompt is not None else 4
+    check_seed(seed)
     array_backend = build_backend(backend, device)
     spec = resolve_model(model)
+    if tokens is not None:  # a --prompt's length is checked once it is tokenised
+        check_positions(spec.config, spec.name, past=0, tokens=tokens + steps, what="--tokens + --steps")
     ckpt = get_checkpoint(spec, weights, seed=seed)
-    bar = None
-    if not quiet and sys.stderr.isatty():
-        from tqdm import tqdm
+    from .generate_output import run_and_print
 
-        bar = tqdm(total=steps + 1, unit="pass", file=sys.stderr, leave=False, desc="generate")
-    start = time.perf_counter()
-    try:
-        result = run_generation(ckpt, spec.name, tokens, steps, golden=golden == "live",
-                                progress=(lambda _s: bar.update(1)) if bar is not None else None,
-                                backend=array_backend)
-    finally:
-        if bar is not None:
-            bar.close()
-    total = time.perf_counter() - start
-
-    failures = []
-    print(f"generate: {spec.name} ({getattr(ckpt, 'origin', weights)}), prefill {tokens} tokens, {steps} decode steps, "
-          f"on {array_backend.describe()}")
-    for s in result.steps:
-        what = "prefill" if s.step == 0 else f"step {s.step}"
-        line = (f"  {what:>8}: past {s.past:>4}, in {s.tokens if len(s.tokens) <= 4 else str(s.tokens[:4])[:-1] + ', ...]'}"
-                f" -> next {s.next_token}  ({s.seconds:.2f} s, LX peak {s.max_node_lx / 1024:.0f} KiB)")
-        if s.metrics is not None:
-            verdict = judge(s.metrics)
-            line += f"  [{'ok' if verdict.passed else 'FAIL'}] {s.metrics.summary()}"
-            if not verdict.passed:
-                failures.append(f"{what}: " + "; ".join(verdict.reasons))
-        print(line)
-    print(f"  generated: {result.generated}  ({total:.1f} s in all)")
+    failures = run_and_print(ckpt, spec, weights, prompt, chat, tokens, steps, golden == "live", quiet, verbose,
+                             array_backend)
     if failures:
         raise Mismatch("generate: FAIL: " + " | ".join(failures))

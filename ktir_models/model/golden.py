@@ -69,7 +69,9 @@ class Metrics:
     row i (``golden[i, argmax golden] - golden[i, argmax logits]``; 0 where they agree, NaN where
     the row holds NaN/Inf); ``emulated_top1[i]`` / ``golden_top1[i]``: the two argmaxes;
     ``golden_scale`` = ``max |golden|``. The pass rule (report.judge) reads these to tell a near-tie
-    from a wrong row."""
+    from a wrong row. ``max_closing``: the most the emulated error raises any logit relative to its
+    row's golden top-1, ``max_ij (d_ij - d_i,top_i)`` with ``d = logits - golden``: a golden margin
+    below it could have flipped (docs/forward.md compares it with the near-tie band)."""
 
     top1_agreement: float
     top1_rows: list[bool]
@@ -80,6 +82,7 @@ class Metrics:
     emulated_top1: list[int] = field(default_factory=list)
     golden_top1: list[int] = field(default_factory=list)
     golden_scale: float = 0.0
+    max_closing: float = 0.0
 
     def summary(self) -> str:
         agree = sum(self.top1_rows)
@@ -136,10 +139,22 @@ def compare(logits, golden) -> Metrics:
         max_abs_rel=max_abs_rel,
         cosine=cosine,
         top1_margin=margins,
+        max_closing=_max_closing(a, g, golden_top),
         emulated_top1=[int(x) for x in emulated_top],
         golden_top1=[int(x) for x in golden_top],
         golden_scale=scale,
     )
+
+
+def _max_closing(a: np.ndarray, g: np.ndarray, golden_top: np.ndarray) -> float:
+    """``max_ij (d_ij - d_i,top_i)``, ``d = a - g``: how far the error closes a golden top-1 margin."""
+    if not a.size:
+        return 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = a - g
+        rows = np.arange(d.shape[0])
+        closing = d - d[rows, golden_top][:, None]
+        return float("nan") if np.isnan(closing).any() else float(np.max(closing))
 
 
 # ---------------------------------------------------------------------------------------- live forward

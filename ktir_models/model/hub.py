@@ -94,6 +94,20 @@ def snapshot_dir(repo_id: str, revision: str | None, cache_dir: Path | None = No
     )
 
 
+def tokenizer_dir(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path | None:
+    """The snapshot directory holding ``repo_id``'s tokenizer files (cache first, then the hub when
+    online), or ``None`` when they cannot be had: a checkpoint without its tokenizer still runs on
+    token ids, so this is not an error here."""
+    from huggingface_hub import snapshot_download
+
+    from ktir_models.model.tokenizer import TOKENIZER_PATTERNS
+
+    try:
+        return _cache_first(snapshot_download, repo_id, revision, cache_dir, allow_patterns=TOKENIZER_PATTERNS)
+    except UserError:
+        return None
+
+
 def fetch_config(repo_id: str, revision: str | None, cache_dir: Path | None = None) -> Path:
     """The cached (or, when online, downloaded) ``config.json`` of a hub repo."""
     from huggingface_hub import hf_hub_download

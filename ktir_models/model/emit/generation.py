@@ -45,17 +45,25 @@ class Generation:
         return [s.next_token for s in self.steps]
 
 
-def generate(ckpt: Any, name: str, tokens: int, steps: int, golden: bool = False,
-             progress: Callable[[StepResult], None] | None = None, backend: Any = None) -> Generation:
-    """Prefill ``tokens`` golden-convention ids, then ``steps`` greedy decode steps.
+def generate(ckpt: Any, name: str, tokens: int | None, steps: int, golden: bool = False,
+             progress: Callable[[StepResult], None] | None = None, backend: Any = None,
+             prompt_ids: list[int] | None = None, eos_ids: set[int] | frozenset[int] = frozenset()) -> Generation:
+    """Prefill the prompt, then up to ``steps`` greedy decode steps (``steps + 1`` new tokens at most).
 
-    The prefill program (static, past 0) and one decode program with a dynamic position share the
-    session's KV cache of capacity ``tokens + steps``. With ``golden``, transformers runs the same
-    token sequence (ours, so a differing argmax does not derail the comparison) with its own cache
-    and every pass's logits are compared. ``backend``: the emulator's array back end (see
-    :class:`~.session.Session`).
+    The prompt is ``prompt_ids`` (a tokenised text) or else ``tokens`` golden-convention ids. The
+    prefill program (static, past 0, m = the prompt's length) and one decode program with a dynamic
+    position share the session's KV cache of capacity ``len(prompt) + steps``. Generation stops
+    after the first token in ``eos_ids``. With ``golden``, transformers runs the same token sequence
+    (ours, so a differing argmax does not derail the comparison) with its own cache and every pass's
+    logits are compared. ``backend``: the emulator's array back end (see :class:`~.session.Session`).
     """
     cfg = ckpt.config
+    if prompt_ids is not None:
+        ids = [int(t) for t in prompt_ids]
+    else:
+        assert tokens is not None, "generate: give tokens or prompt_ids"
+        ids = [int(t) for t in golden_token_ids(tokens, cfg.vocab_size)]
+    tokens = len(ids)
     capacity = tokens + steps
     session = Session(ckpt, backend=backend)
     prefill = session.load(cached_program(cfg, "prefill", tokens, 0, capacity=capacity, name=name))
@@ -65,13 +73,14 @@ def generate(ckpt: Any, name: str, tokens: int, steps: int, golden: bool = False
                                              dynamic_position=True, name=name))
     live = _LiveCache(ckpt) if golden else None
 
-    ids = [int(t) for t in golden_token_ids(tokens, cfg.vocab_size)]
     result = Generation()
     out = session.run(prefill, np.asarray(ids), past=0)
     result.steps.append(_step(0, 0, ids, out, live))
     if progress:
         progress(result.steps[-1])
     for step in range(1, steps + 1):
+        if result.steps[-1].next_token in eos_ids:
+            break
         past = tokens + step - 1
         token = [result.steps[-1].next_token]
         assert decode is not None
@@ -135,11 +144,13 @@ def forward_after_prefill(ckpt: Any, name: str, mode: str, tokens: int, past: in
     return session.run(program, np.asarray(ids), past=past), ids
 
 
-def prefill_cache_inputs(ckpt: Any, program_dir: Path, backend: Any = None) -> dict[int, np.ndarray]:
+def prefill_cache_inputs(ckpt: Any, program_dir: Path, backend: Any = None,
+                         prefix_ids: np.ndarray | None = None) -> dict[int, np.ndarray]:
     """The KV cache a decode-after-prefill program of ours expects, made by our own prefill.
 
     For an emitted program with ``past = P > 0`` (``program_dir``), run our prefill program (m = P,
-    same capacity) over the golden-convention prefix ids and return ``{tensor id: cache}`` for
+    same capacity) over ``prefix_ids`` (default: the golden-convention prefix ids; a real text's
+    first P tokens with ``forward --prompt``) and return ``{tensor id: cache}`` for
     every ``prefix_k``/``prefix_v`` tensor of that program (f16 ``[C, kv_dim]``, rows ``>= P``
     zero) — ready to bind as the host values of those tensors. Empty for ``P = 0``. The prefill
     runs on ``backend`` (see :class:`~.session.Session`), the one the measured pass will use.
@@ -151,7 +162,9 @@ def prefill_cache_inputs(ckpt: Any, program_dir: Path, backend: Any = None) -> d
     cfg = ckpt.config
     session = Session(ckpt, backend=backend)
     prefill = session.load(cached_program(cfg, "prefill", past, 0, capacity=capacity, name=doc.get("model", "model")))
-    session.run(prefill, golden_token_ids(past, cfg.vocab_size), past=0)
+    if prefix_ids is None:
+        prefix_ids = golden_token_ids(past, cfg.vocab_size)
+    session.run(prefill, np.asarray(prefix_ids, dtype=np.int64), past=0)
     out: dict[int, np.ndarray] = {}
     for entry in doc["kv_cache"]["layers"]:
         k, v = session.cache(int(entry["layer"]))
