@@ -271,7 +271,10 @@ def _refuse_input_as_output(json_path: Path, manifest, golden_path: Path | None,
     if golden_path is not None:
         inputs.append(golden_path)
     directory = getattr(ckpt, "directory", None)
-    if directory is not None:
+    own = getattr(ckpt, "input_files", None)  # a GGUF checkpoint: its file, not its whole folder
+    if own is not None:
+        inputs += own()
+    elif directory is not None:
         inputs += [p for p in Path(directory).iterdir() if p.is_file()]
     for path in inputs:
         if path.resolve() == target:

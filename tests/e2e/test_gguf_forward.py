@@ -117,3 +117,19 @@ def test_trained_gguf_generates_transformers_greedy_text(root, capsys) -> None:
     assert exc.value.code == 0, out
     assert "identical to transformers' greedy generation" in out
     assert ", there was a little girl" in out
+
+
+def test_json_report_beside_the_gguf_file(root, tmp_path, capsys) -> None:
+    """Only the GGUF file itself is an input: a report in its folder may be written and rewritten,
+    the file itself may not be overwritten."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    path = write_gguf(folder / "m.gguf", seeded_checkpoint(root, tied=True), GgufSpec())
+    for _ in range(2):
+        code, text, doc = forward([str(path)], capsys, folder / "report.json")
+        assert_passed(code, text, doc, path)
+    before = path.read_bytes()
+    with pytest.raises(SystemExit) as exc:
+        main(["forward", str(path), "--golden", "none", "-q", "--json", str(path), "--force"])
+    assert exc.value.code == 2 and "refusing to overwrite an input of this run" in capsys.readouterr().err
+    assert path.read_bytes() == before

@@ -123,6 +123,10 @@ class GgufCheckpoint:
         stored = rows if order is None else order[rows]
         return rows_to_f16(str(self.path), entry.name, entry.qtype, entry.data, entry.shape, rows=stored)
 
+    def input_files(self) -> list[Path]:
+        """The files a run reads weights from: this one file (not its folder's other files)."""
+        return [self.path]
+
     def prepared_tokenizer(self):
         """The tokenizer from the file's ``tokenizer.ggml.*`` metadata (transformers' GGUF
         converter), or None when the file has no vocabulary."""
