@@ -14,6 +14,10 @@ from pathlib import Path
 from .errors import InputFileError
 from .json_file import read_json_text
 
+
+def _unreadable(path: Path, reason: str) -> InputFileError:
+    return InputFileError(path, f"not a readable safetensors file ({reason})")
+
 MAX_HEADER_BYTES = 100 << 20
 DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
                "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
@@ -27,20 +31,23 @@ def check_safetensors_header(path: Path | str) -> dict:
         with open(path, "rb") as f:
             head = f.read(8)
             if len(head) < 8:
-                raise InputFileError(path, f"not a safetensors file ({size} bytes, shorter than its 8-byte header length)")
+                raise _unreadable(path, f"{size} bytes, shorter than its 8-byte header length")
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER_BYTES or 8 + n > size:
-                raise InputFileError(path, f"not a safetensors file (header length {n} does not fit in {size} bytes)")
+                raise _unreadable(path, f"header length {n} does not fit in {size} bytes")
             raw = f.read(n)
     except OSError as exc:
-        raise InputFileError(path, f"cannot read safetensors file: {exc.strerror or exc}") from None
+        raise _unreadable(path, f"cannot read it: {exc.strerror or exc}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise InputFileError(path, "not a safetensors file (header is not UTF-8 JSON)") from None
-    header = read_json_text(text, f"{path} (safetensors header)")
+        raise _unreadable(path, "header is not UTF-8 JSON") from None
+    try:
+        header = read_json_text(text, "header")
+    except InputFileError as exc:
+        raise _unreadable(path, str(exc)) from None
     if not isinstance(header, dict):
-        raise InputFileError(path, "safetensors header is not a JSON object")
+        raise _unreadable(path, "header is not a JSON object")
     data_bytes = size - 8 - n
     tensors = {}
     for name, entry in header.items():
@@ -53,23 +60,23 @@ def check_safetensors_header(path: Path | str) -> dict:
 def _check_entry(path: Path, name: str, entry, data_bytes: int) -> dict:
     where = f"tensor {name!r}"
     if not isinstance(entry, dict):
-        raise InputFileError(path, f"{where}: header entry is not an object")
+        raise _unreadable(path, f"{where}: header entry is not an object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
     if dtype not in DTYPE_BYTES:
-        raise InputFileError(path, f"{where}: unknown dtype {dtype!r}")
+        raise _unreadable(path, f"{where}: unknown dtype {dtype!r}")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                 for d in shape):
-        raise InputFileError(path, f"{where}: shape {shape!r} is not a list of non-negative integers")
+        raise _unreadable(path, f"{where}: shape {shape!r} is not a list of non-negative integers")
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-        raise InputFileError(path, f"{where}: data_offsets {offsets!r} is not [begin, end]")
+        raise _unreadable(path, f"{where}: data_offsets {offsets!r} is not [begin, end]")
     begin, end = offsets
     if not 0 <= begin <= end <= data_bytes:
-        raise InputFileError(path, f"{where}: data_offsets [{begin}, {end}] outside the file's {data_bytes} data bytes")
+        raise _unreadable(path, f"{where}: data_offsets [{begin}, {end}] outside the file's {data_bytes} data bytes")
     count = 1
     for d in shape:
         count *= d
     if count * DTYPE_BYTES[dtype] != end - begin:
-        raise InputFileError(path, f"{where}: shape {shape} of {dtype} needs {count * DTYPE_BYTES[dtype]} bytes, "
+        raise _unreadable(path, f"{where}: shape {shape} of {dtype} needs {count * DTYPE_BYTES[dtype]} bytes, "
                                    f"data_offsets hold {end - begin}")
     return entry
