@@ -10,8 +10,10 @@ A key is the sha256 of a canonical JSON record of:
   hub weights by repo id and revision, synthetic weights by seed;
 * a golden file by content;
 * the case's options (:meth:`Case.options`: mode, tokens, back end, timeout, ...);
-* the project: its version and a hash of its own source files (so an emulator or emitter change
-  reruns everything), and the versions of numpy / ml_dtypes / torch / transformers.
+* the project: its version and, by default (``project="sources"``), a hash of its own source
+  files, so an emulator or emitter edit reruns everything; ``project="version"`` keys on the
+  version string only (results survive edits of a checkout); and the versions of numpy /
+  ml_dtypes / torch / transformers.
 
 Keys are computed in the sweep process, before any case runs (digests remembered within one sweep,
 see :func:`forget`); identical inputs give identical keys on every machine that sees the same files.
@@ -26,9 +28,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .spec import EMIT, Case
+from .spec import EMIT, GOLDEN_KEYWORDS, Case
 
 CONTENT_LIMIT = 64 << 20
+PROJECT_KEYS = ("sources", "version")
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -38,26 +41,26 @@ def forget() -> None:
     project_identity.cache_clear()
 
 
-def case_key(case: Case) -> str:
+def case_key(case: Case, project: str = "sources") -> str:
     record = {
         "program": _program_identity(case),
         "model": _model_identity(case.model),
-        "weights": _weights_identity(case.weights, case.seed),
+        "weights": _weights_identity(case.weights, case.seed, case.model),
         "golden": _golden_identity(case.golden),
         "options": case.options(),
-        "project": project_identity(),
+        "project": project_identity(project == "sources"),
     }
     blob = json.dumps(record, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 @lru_cache(maxsize=None)
-def project_identity() -> dict[str, Any]:
-    """Version of ktir-models, a hash of its sources, and the numeric libraries' versions."""
+def project_identity(sources: bool = True) -> dict[str, Any]:
+    """Version of ktir-models, a hash of its sources (if ``sources``), the numeric libraries' versions."""
     from .. import __version__
 
     digest = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*")):
+    for path in sorted(_PACKAGE.rglob("*")) if sources else ():
         if path.suffix in (".py", ".c") and path.is_file():
             digest.update(str(path.relative_to(_PACKAGE)).encode())
             digest.update(path.read_bytes())
@@ -67,7 +70,7 @@ def project_identity() -> dict[str, Any]:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[dist] = None
-    return {"version": __version__, "sources": digest.hexdigest(), "libraries": versions}
+    return {"version": __version__, "sources": digest.hexdigest() if sources else None, "libraries": versions}
 
 
 def _program_identity(case: Case) -> Any:
@@ -102,16 +105,24 @@ def _model_identity(model: str) -> Any:
     return {"repo": model}
 
 
-def _weights_identity(weights: str, seed: int) -> Any:
+def _weights_identity(weights: str, seed: int, model: str) -> Any:
     if weights == "synthetic":
         return {"synthetic": seed}
     if weights == "hub":
-        return "hub"  # the model's identity (registry entry or directory) already names them
+        # a registry entry's shipped checkpoint by content; else the model's identity (a
+        # directory's content, a repo id and revision) already names the weights
+        from ..model.registry import MANIFESTS_DIR, load_registry_entry, registry_names
+
+        if model in registry_names():
+            local = load_registry_entry(model, MANIFESTS_DIR).local_dir
+            if local is not None:
+                return {"path": _tree_identity(str(local))}
+        return "hub"
     return {"path": _tree_identity(weights)}
 
 
 def _golden_identity(golden: str) -> Any:
-    if golden in ("auto", "vendored", "live", "none"):
+    if golden in GOLDEN_KEYWORDS:
         return golden  # vendored goldens are files of the program directory
     return {"file": file_digest(Path(golden))} if Path(golden).is_file() else golden
 

@@ -37,6 +37,7 @@ class SweepOptions:
     only: str | None = None
     retry_failed: bool = False
     progress: bool = True
+    project_key: str = "sources"  # keys.PROJECT_KEYS: what of ktir-models itself a key covers
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepSummary:
@@ -48,6 +49,13 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepSummary:
 
         check_ray_available()
     store = ResultStore(options.out)
+    try:
+        return _run(spec, cases, options, store)
+    finally:
+        store.close()
+
+
+def _run(spec: SweepSpec, cases: tuple[Case, ...], options: SweepOptions, store: ResultStore) -> SweepSummary:
     forget()
     run_id = uuid.uuid4().hex[:12]
     start = time.time()
@@ -58,7 +66,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepSummary:
     for case in cases:
         case = replace(case, timeout=case.timeout if case.timeout is not None else options.timeout)
         try:
-            key = case_key(case)
+            key = case_key(case, options.project_key)
         except UserError as exc:
             result = CaseResult(case.id, "unkeyed", "error", f"bad input: {exc}", None, 0.0, case.expect, run_id)
             store.save(result)

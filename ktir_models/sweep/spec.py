@@ -18,10 +18,10 @@ order the fields are written. Invariants:
 * a case id depends only on that case's own field values, never on its position in the spec, so
   adding or reordering entries never renames a case (results in ``--out`` stay attached);
 * two cases with the same id are bad input (one message naming both entries);
-* ``program`` is always a path; ``model``, ``weights`` and ``golden`` are paths only when they
-  start with ``./``, ``../``, ``/`` or ``~`` (else registry names, repo ids or keywords). Paths
-  are resolved against the spec file's directory and stored absolute, so a case runs the same from
-  any working directory and on any machine that sees the same paths.
+* ``program`` is always a path, ``weights`` and ``golden`` are keywords or else paths; ``model``
+  is a path only when it starts with ``./``, ``../``, ``/`` or ``~`` (else a registry name or a
+  repo id). Paths are resolved against the spec file's directory and stored absolute, so a case
+  runs the same from any working directory and on any machine that sees the same paths.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from .memory import parse_size
 KINDS = ("forward", "generate")
 VERDICTS = ("pass", "fail", "error")
 EMIT = "emit"
+WEIGHTS_KEYWORDS = ("hub", "synthetic")
+GOLDEN_KEYWORDS = ("auto", "vendored", "live", "none")
 
 # Field name -> accepted python types (bool is excluded from int explicitly below).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
@@ -200,9 +202,13 @@ def _case(values: dict[str, Any], where: str, base: Path) -> Case:
             raise UserError(f"{where}: past: only for emitted programs (a program dir carries its own past)")
     resolved = dict(values)
     resolved["program"] = program
-    for key in ("model", "weights", "golden"):
-        if key in resolved:
-            resolved[key] = str(_resolve(resolved[key], base, always=False))
+    if "model" in resolved:
+        resolved["model"] = _resolve(resolved["model"], base, always=False)
+    # weights and golden are a keyword or else a path
+    if resolved.get("weights", "hub") not in WEIGHTS_KEYWORDS:
+        resolved["weights"] = _resolve(resolved["weights"], base, always=True)
+    if resolved.get("golden", "auto") not in GOLDEN_KEYWORDS:
+        resolved["golden"] = _resolve(resolved["golden"], base, always=True)
     for key in ("memory", "memory_limit"):
         if key in resolved:
             resolved[key] = parse_size(resolved[key], f"{where}: {key}")

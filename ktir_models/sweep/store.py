@@ -9,7 +9,9 @@ Invariants:
   flushed to disk and renamed over the final name (atomic on POSIX), so a sweep killed at any
   instant (SIGKILL included) leaves at most a stray temporary, which no reader trusts;
 * a result is reused only when it parses, names the same case, and carries the case's current
-  key; anything else (unreadable, another key, a stray temporary) means "run the case".
+  key; anything else (unreadable, another key, a stray temporary) means "run the case";
+* one sweep at a time writes a directory: the store holds an exclusive lock on ``DIR/.lock``
+  while open (the kernel drops it when the process dies, SIGKILL included).
 """
 
 from __future__ import annotations
@@ -35,7 +37,14 @@ class ResultStore:
             self.cases_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"--out {root}: cannot create the results directory: {exc.strerror or exc}") from None
+        self._lock = _lock_directory(self.root)
         self._sweep_stray_temporaries()
+
+    def close(self) -> None:
+        """Release the directory's lock (the end of the process releases it too)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def path(self, case_id: str) -> Path:
         return self.cases_dir / f"{case_id}.json"
@@ -61,6 +70,21 @@ class ResultStore:
                 stray.unlink()
             except OSError:
                 pass
+
+
+def _lock_directory(root: Path):
+    """An open file holding an exclusive lock on ``root/.lock`` (no lock where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no cross-process lock
+        return None
+    handle = open(root / ".lock", "a")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UserError(f"--out {root}: another sweep is writing to this directory (it holds {root / '.lock'})") from None
+    return handle
 
 
 def write_json_atomic(path: Path, doc) -> Path:

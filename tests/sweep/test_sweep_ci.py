@@ -77,7 +77,9 @@ def test_ray_local_cluster_gives_the_same_verdicts(ci_local, tmp_path):
 @pytest.mark.slow
 def test_sigkilled_sweep_resumes_with_only_the_missing_cases(ci_local, tmp_path):
     out = tmp_path / "killed"
-    only = ("--only", "tiny-mha.")  # the tiny-mha cases: broken and over-timeout included
+    # the tiny-mha cases (broken and over-timeout included); results keyed on the project's version,
+    # not its sources, so that an edit of this checkout while the test runs cannot rerun them all
+    only = ("--only", "tiny-mha.", "--project-key", "version")
     proc = subprocess.Popen(sweep_argv(CI_SPEC, out, "--jobs", "2", *only), cwd=REPO, env=sweep_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -134,3 +136,12 @@ def test_ray_missing_is_one_clear_error(tmp_path):
     assert "Ray is not installed" in proc.stderr and "pip install 'ktir-models[ray]'" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "o").exists()  # refused before any work
+
+
+def test_unreachable_ray_cluster_is_one_clear_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([os.sys.executable, "-m", "ktir_models", "sweep", str(CI_SPEC), "--out",
+                           str(tmp_path / "o"), "--ray", "auto", "--quiet"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, env=env)
+    assert proc.returncode == 2
+    assert "--ray auto: cannot reach a Ray cluster" in proc.stderr and "Traceback" not in proc.stderr

@@ -49,6 +49,10 @@ program = "{FIXTURES}/tiny-mha-prefill7"
 golden = "vendored"
 """
 
+# Keys on the project's version, not its sources: an edit of this checkout between the two runs
+# must not turn the reused pass into a rerun.
+VERSION_KEYED = ("--project-key", "version")
+
 VICTIM = "tiny-mha.tiny-mha-decode.w-hub.g-vendored.repeat5000.victim"
 SLOW = "tiny-mha.tiny-mha-decode.w-hub.g-vendored.repeat5000.slow"
 SMALL = "tiny-mha.tiny-mha-decode.w-hub.g-vendored.small"
@@ -59,7 +63,7 @@ def test_killed_timed_out_and_oversized_cases_are_errors_with_their_cause(tmp_pa
     spec = tmp_path / "faults.toml"
     spec.write_text(SPEC)
     out = tmp_path / "out"
-    sweep = subprocess.Popen(sweep_argv(spec, out, "--jobs", "4"), cwd=REPO, env=sweep_env(),
+    sweep = subprocess.Popen(sweep_argv(spec, out, "--jobs", "4", *VERSION_KEYED), cwd=REPO, env=sweep_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     victim = _wait_for_case_process(VICTIM, sweep)
     time.sleep(1.0)  # let it get well into its passes
@@ -85,7 +89,7 @@ def test_killed_timed_out_and_oversized_cases_are_errors_with_their_cause(tmp_pa
 
     # --retry-failed redoes the error and reuses the pass (the glob picks those two: "...small",
     # "...vendored"; the two long cases stay out to keep the test short)
-    retry = subprocess.run(sweep_argv(spec, out, "--jobs", "4", "--retry-failed", "--only", "*[ld]"),
+    retry = subprocess.run(sweep_argv(spec, out, "--jobs", "4", *VERSION_KEYED, "--retry-failed", "--only", "*[ld]"),
                            cwd=REPO, env=sweep_env(), capture_output=True, text=True, timeout=120)
     summary = json.loads((out / "summary.json").read_text())
     assert retry.returncode == 1

@@ -6,7 +6,10 @@ import json
 import shutil
 from dataclasses import replace
 
+import pytest
+
 from conftest import REPO
+from ktir_models.errors import UserError
 from ktir_models.sweep import load_spec
 from ktir_models.sweep.keys import case_key, forget
 from ktir_models.sweep.store import ResultStore
@@ -39,6 +42,8 @@ def test_key_follows_program_content_options_and_weights(tmp_path):
     node.write_text(text)
     forget()
     assert case_key(case) == key
+    assert case_key(case, "version") != key  # sources not covered
+    assert case_key(case, "version") == case_key(replace(case, label="x"), "version")
 
 
 def test_store_trusts_only_complete_results_with_the_same_key(tmp_path):
@@ -54,6 +59,15 @@ def test_store_trusts_only_complete_results_with_the_same_key(tmp_path):
     stray = store.cases_dir / ".tmp-c2.json.abc"
     stray.write_text("{")
     assert store.load("c2", "k1") is None
+    store.close()
     ResultStore(tmp_path / "out")
     assert not stray.exists()
     assert sorted(p.name for p in store.cases_dir.iterdir()) == ["c1.json"]
+
+
+def test_one_sweep_at_a_time_writes_a_directory(tmp_path):
+    first = ResultStore(tmp_path / "out")
+    with pytest.raises(UserError, match="another sweep is writing to this directory"):
+        ResultStore(tmp_path / "out")
+    first.close()  # what the end of the first sweep (or of its process) does
+    ResultStore(tmp_path / "out")
