@@ -32,11 +32,19 @@ def sweep(
     ),
     only: Optional[str] = typer.Option(None, "--only", help="Run only cases whose id matches (glob or substring)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Rerun stored fail / error results too."),
+    project_key: str = typer.Option(
+        "sources", "--project-key",
+        help="What of ktir-models a result key covers: sources (its code: any edit reruns all) or version.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Run every case of SPEC.toml, each in its own process, reusing results stored in --out."""
     from ..errors import Mismatch
     from ..sweep import SweepOptions, load_spec, run_sweep
+    from ..sweep.keys import PROJECT_KEYS
+
+    if project_key not in PROJECT_KEYS:
+        raise UserError(f"--project-key {project_key}: expected {' or '.join(PROJECT_KEYS)}")
 
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout {timeout}: expected a positive number of seconds")
@@ -46,7 +54,8 @@ def sweep(
         raise UserError(f"--out {out}: exists and is not a directory")
     spec = load_spec(spec_path)
     summary = run_sweep(spec, SweepOptions(out=out, ray=ray, jobs=jobs, timeout=timeout, only=only,
-                                           retry_failed=retry_failed, progress=not quiet))
+                                           retry_failed=retry_failed, progress=not quiet,
+                                           project_key=project_key))
     print(summary.render())
     if junit is not None:
         from ..sweep.junit import write_junit

@@ -99,3 +99,7 @@ def test_cli_bad_spec_is_exit_2_without_traceback(tmp_path):
                            "--out", str(tmp_path / "o"), "--only", "no-such-case"],
                           capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 2 and "--only no-such-case: matches none" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "ktir_models", "sweep", str(REPO / "sweeps" / "ci.toml"),
+                           "--out", str(tmp_path / "o"), "--project-key", "git"],
+                          capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 2 and "--project-key git: expected sources or version" in proc.stderr
