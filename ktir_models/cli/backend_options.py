@@ -29,8 +29,16 @@ LX_MODEL_HELP = ("How LX bytes are counted: allocator (values live from definiti
                  "conservative count); docs/emulator.md, \"LX accounting\".")
 
 
+def _check_lx_model(value: str) -> str:
+    from ..ktir.lx_liveness import MODELS
+
+    if value not in MODELS:
+        raise typer.BadParameter(f"{value!r}: expected one of {', '.join(MODELS)}")
+    return value
+
+
 def lx_model_option():
-    return typer.Option("allocator", "--lx-model", help=LX_MODEL_HELP)
+    return typer.Option("allocator", "--lx-model", help=LX_MODEL_HELP, callback=_check_lx_model)
 
 
 def build_backend(backend: str, device: str):

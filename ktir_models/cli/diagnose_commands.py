@@ -151,7 +151,8 @@ def diagnose(
     table: bool = typer.Option(False, "--table", help="Print every compared node's error."),
     strict: bool = typer.Option(False, "--strict", help="Emulator numeric warnings (NaN/Inf from "
                                 "finite inputs, f16 overflow/underflow, write conflicts) fail."),
-    checks: bool = typer.Option(False, "--checks", help="Run the emulator's checking mode and list its warnings."),
+    checks: bool = typer.Option(False, "--checks", help="Run the emulator's checking mode and list its warnings "
+                                "(numeric faults, write conflicts, masked accesses)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
     backend: str = backend_option(),
     device: str = device_option(),

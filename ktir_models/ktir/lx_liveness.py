@@ -198,8 +198,10 @@ class _Allocator:
         candidates = _in_place_candidates(op)
         for v in op.results:
             owned.add(id(v))
-            if op.name in ALIASES and op.operands and id(op.operands[0]) in self.buffer_of:
-                self.hold(v, self.buffer_of[id(op.operands[0])])
+            if op.name in ALIASES:  # the operand's buffer under a second name (none: free)
+                buf = self.buffer_of.get(id(op.operands[0])) if op.operands else None
+                if buf is not None:
+                    self.hold(v, buf)
                 continue
             nbytes = _charge(op, v)
             if not nbytes:

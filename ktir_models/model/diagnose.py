@@ -395,7 +395,8 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
              backend: Any = None, lx_model: str = "allocator") -> DiagnoseReport:
     """Run ``manifest``'s program on ``ckpt`` and compare every mapped node with transformers.
 
-    ``checks`` (optional) is passed to the emulator's machine as its checking mode; ``reference``
+    ``checks`` (optional) is passed to the emulator's machine as its checking mode (its warnings,
+    masked accesses included, are reported per node); ``reference``
     (optional) reuses captured tensors (tests and notebooks diagnosing several copies);
     ``backend`` (optional) is the emulator's array back end (default numpy; see ktir.backends);
     ``lx_model`` how the machine counts LX (docs/emulator.md, "LX accounting").

@@ -221,3 +221,22 @@ def test_a_reshape_keeps_its_operand_buffer_alive():
 def test_machine_rejects_an_unknown_model():
     with pytest.raises(UserError, match="lx_model must be one of allocator, strict"):
         ktir.Machine(lx_model="loose")
+
+
+def test_run_command_takes_the_lx_model(tmp_path):
+    """`run --lx-model`: GOOD keeps d and the splat live while the mulf runs (2 x 16 bytes; the
+    result takes the splat's buffer); strict adds the result first (48 bytes)."""
+    from test_cli_ktir import GOOD, cli
+
+    program = tmp_path / "good.mlir"
+    program.write_text(GOOD)
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, x=np.ones((2, 4), np.float16), y=np.zeros((2, 4), np.float16))
+    base = ["run", str(program), "--inputs", str(inputs), "--scalar", "s=2", "--lx-capacity", "40"]
+    r = cli(*base)
+    assert r.returncode == 0 and "LX high-water 32 bytes" in r.stdout, (r.stdout, r.stderr)
+    r = cli(*base, "--lx-model", "strict")
+    assert r.returncode == 2 and "LX scratchpad overflow" in r.stderr and "arith.mulf" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli(*base, "--lx-model", "loose")
+    assert r.returncode == 2 and "--lx-model" in r.stderr and "allocator, strict" in r.stderr
