@@ -305,6 +305,7 @@ def _metrics_dict(met) -> dict:
         "max_abs_rel": float(met.max_abs_rel),
         "cosine": float(met.cosine),
         "top1_margin": [float(x) for x in met.top1_margin],
+        "max_closing": float(met.max_closing),
     }
 
 
