@@ -133,3 +133,13 @@ def test_json_report_beside_the_gguf_file(root, tmp_path, capsys) -> None:
         main(["forward", str(path), "--golden", "none", "-q", "--json", str(path), "--force"])
     assert exc.value.code == 2 and "refusing to overwrite an input of this run" in capsys.readouterr().err
     assert path.read_bytes() == before
+
+
+def test_llama3_scaled_gguf_prefill(root, tmp_path, capsys) -> None:
+    """The tiny llama3 fixture (GQA 8/2, untied, llama3 RoPE scaling with original context 16)
+    with the converter's rope_freqs.weight: prefill over 24 positions, where the scaling matters."""
+    from gguf_files import LLAMA3_FIXTURE, llama3_spec
+
+    path = write_gguf(root / "llama3.gguf", LLAMA3_FIXTURE, llama3_spec())
+    code, text, doc = forward([str(path), "--mode", "prefill", "--tokens", "24"], capsys, tmp_path / "l3.json")
+    assert_passed(code, text, doc, path)

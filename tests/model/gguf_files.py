@@ -220,3 +220,37 @@ FORWARD_FILES = {
     "Q4_K_M": GgufSpec(qtype=Q.Q4_K, types={"token_embd.weight": Q.Q6_K, "output.weight": Q.Q6_K}),
     "Q6_K": GgufSpec(qtype=Q.Q6_K),
 }
+
+
+def converter_rope_factors(config: dict) -> np.ndarray:
+    """llama.cpp's converter's ``rope_freqs`` for a llama3 ``rope_scaling`` (float32 [head_dim/2]),
+    written from its definition: per frequency 1 (short wavelengths), ``factor`` (long), or the
+    reciprocal of the smooth blend between."""
+    import math
+
+    s = config["rope_scaling"]
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    base = config.get("rope_theta", 10000.0)
+    freqs = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old = s["original_max_position_embeddings"]
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, dtype=np.float32)
+
+
+LLAMA3_FIXTURE = REPO / "fixtures" / "models" / "tiny-gqa4-llama3"
+
+
+def llama3_spec(checkpoint: Path = LLAMA3_FIXTURE, qtype=Q.F16, **metadata) -> GgufSpec:
+    """A spec that adds the converter's ``rope_freqs.weight`` for the checkpoint's llama3 scaling."""
+    cfg = json.loads((Path(checkpoint) / "config.json").read_text())
+    return GgufSpec(qtype=qtype, metadata=metadata, extra={"rope_freqs.weight": (None, converter_rope_factors(cfg))})

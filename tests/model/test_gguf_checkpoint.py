@@ -122,3 +122,41 @@ def test_live_golden_model_holds_exactly_the_weights_the_program_takes(root, tie
         theirs = state[name].numpy()
         assert theirs.dtype == np.float32
         np.testing.assert_array_equal(theirs, ckpt.read_f16(name).astype(np.float32), err_msg=name)
+
+
+# ------------------------------------------------------------------------------ llama3 RoPE scaling
+
+
+def test_llama3_scaling_recovered_from_rope_freqs(root) -> None:
+    from gguf_files import LLAMA3_FIXTURE, llama3_spec
+
+    path = write_gguf(root / "llama3.gguf", LLAMA3_FIXTURE, llama3_spec())
+    expected = ModelConfig.from_json(LLAMA3_FIXTURE / "config.json")
+    assert load_gguf(path).config == expected  # factor 8, low 1, high 4, original 16; untied
+    # With the original context length in the metadata the same factors give the same scaling.
+    path = write_gguf(root / "llama3-orig.gguf", LLAMA3_FIXTURE,
+                      llama3_spec(**{"llama.rope.scaling.original_context_length": 16}))
+    assert load_gguf(path).config == expected
+
+
+def test_llama_3_2_scaling_parameters(root, tied) -> None:
+    """Llama 3.2's parameters (theta 5e5, factor 32, low 1, high 4, original 8192) on head size 64."""
+    from gguf_files import converter_rope_factors
+
+    scaling = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+    cfg = dict(json.loads((tied / "config.json").read_text()), rope_theta=500000.0, rope_scaling=scaling)
+    spec = GgufSpec(metadata={"llama.rope.freq_base": 500000.0},
+                    extra={"rope_freqs.weight": (None, converter_rope_factors(cfg))})
+    got = load_gguf(write_gguf(root / "llama32.gguf", tied, spec)).config
+    assert got == ModelConfig.from_hf_dict(cfg, "cfg")
+
+
+def test_rope_freqs_that_are_no_llama3_scaling_are_refused(root, tied) -> None:
+    from ktir_models.errors import UserError
+
+    factors = np.random.default_rng(0).uniform(1, 4, 32).astype(np.float32)
+    path = write_gguf(root / "oddrope.gguf", tied, GgufSpec(extra={"rope_freqs.weight": (None, factors)}))
+    with pytest.raises(UserError, match=r"oddrope\.gguf: tensor 'rope_freqs\.weight': the factors are not a "
+                                        r"llama3 RoPE scaling"):
+        load_gguf(path)

@@ -3,8 +3,9 @@
 Invariants:
 - Only ``general.architecture = "llama"`` is accepted (SmolLM2 and Llama 3 are llama files).
 - Every number comes from a named ``llama.*`` key; a missing required key, a wrong type, or a
-  value we cannot run faithfully (partial rotary, a rope scaling type, a per-layer head count,
-  a ``rope_freqs`` tensor) is a UserError naming the file and the key.
+  value we cannot run faithfully (partial rotary, a rope scaling type, a per-layer head count)
+  is a UserError naming the file and the key. A ``rope_freqs`` tensor (Llama 3.x) becomes the
+  llama3 ``rope_scaling`` it encodes (:mod:`.rope`).
 - Keys that contradict each other or the tensors are refused here, naming both sides:
   ``llama.vocab_size`` / ``tokenizer.ggml.tokens`` against ``token_embd.weight``'s rows, and
   ``llama.block_count`` against the ``blk.N`` tensors present. Per-tensor shapes are checked by
@@ -47,9 +48,6 @@ def config_from_gguf(f: GgufFile) -> ModelConfig:
     if scaling not in (None, "none"):
         raise UserError(f"{where}: metadata key {P}rope.scaling.type = {scaling!r} is not supported "
                         f"(only unscaled RoPE)")
-    if ROPE_FREQS in f.tensors:
-        raise UserError(f"{where}: tensor {ROPE_FREQS!r} (per-frequency RoPE factors, llama3 scaling) "
-                        f"is not supported; use the safetensors checkpoint of this model")
     layers = f.integer(P + "block_count")
     _check_layers(f, layers)
     vocab = _vocab_size(f)
@@ -68,7 +66,14 @@ def config_from_gguf(f: GgufFile) -> ModelConfig:
         "tie_word_embeddings": OUTPUT not in f.tensors,
         "max_position_embeddings": f.integer(P + "context_length"),
     }
-    return ModelConfig.from_hf_dict(d, f"{where} [config from llama.* metadata]")
+    config = ModelConfig.from_hf_dict(d, f"{where} [config from llama.* metadata]")
+    if ROPE_FREQS in f.tensors:  # Llama 3.x: llama3 RoPE scaling as per-frequency factors
+        from dataclasses import replace
+
+        from .rope import llama3_scaling
+
+        config = replace(config, rope_scaling=llama3_scaling(f, config))
+    return config
 
 
 def _decimal(value: float) -> float:

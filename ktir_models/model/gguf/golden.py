@@ -6,6 +6,9 @@ permutation or name mapping. Its parameters are then rounded to float16, exactly
 hands them to the program: the golden runs on the same dequantized weights (the tests check the
 two agree bit for bit), in float32 with eager attention.
 
+Files with llama3 RoPE scaling (``rope_freqs.weight``, which transformers' GGUF loader ignores)
+get the loaded weights in a model built from our config, which carries the recovered scaling.
+
 Invariant: the model's config agrees with the one our reader built from the metadata on every
 field the forward depends on; a disagreement is a UserError naming the field.
 """
@@ -40,6 +43,8 @@ def transformers_model(ckpt):
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
         raise UserError(f"{ckpt.path}: transformers cannot load this GGUF file for the live golden "
                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if ckpt.config.rope_scaling is not None:
+        model = _with_rope_scaling(model, ckpt)
     for ours, theirs in _CHECKED:
         a, b = getattr(ckpt.config, ours), getattr(model.config, theirs, None)
         if a != b:
@@ -49,4 +54,20 @@ def transformers_model(ckpt):
         for param in model.parameters():  # a tied lm_head is the embedding's parameter: once
             param.copy_(param.to(torch.float16).to(torch.float32))
     model.eval()
+    return model
+
+
+def _with_rope_scaling(loaded, ckpt):
+    """transformers' GGUF loader ignores ``rope_freqs.weight`` (llama3 scaling): the same weights
+    (its own dequantization and permutation) in a model built from our config, which has the
+    scaling the factors encode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**ckpt.config.to_hf_dict(), attn_implementation="eager")
+    model = LlamaForCausalLM(config).to(torch.float32)
+    missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
+    if unexpected or [k for k in missing if k != "lm_head.weight"]:
+        raise UserError(f"{ckpt.path}: rebuilding the golden with llama3 RoPE scaling lost weights "
+                        f"{(missing + unexpected)[:3]}")
     return model
