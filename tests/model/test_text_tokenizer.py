@@ -106,3 +106,25 @@ def test_text_input_slices_and_refuses_short_text(tmp_path):
         read_text(None, f)
     with pytest.raises(UserError, match="give one of them"):
         read_text("a", f)
+
+
+def test_chat_template_wraps_the_prompt(stories, tmp_path):
+    """--chat: the checkpoint's own template, rendered and tokenised by transformers; here a copy of
+    stories260k whose tokenizer_config.json carries a small template."""
+    import json
+    import shutil
+
+    _, ckpt = stories
+    copy = tmp_path / "chatty"
+    shutil.copytree(ckpt.directory, copy)
+    config = json.loads((copy / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{{ bos_token }}{% for m in messages %}Q: {{ m['content'] }}{% endfor %} A:"
+    (copy / "tokenizer_config.json").write_text(json.dumps(config))
+    from ktir_models.model.weights import load_local
+
+    tok = load_tokenizer(load_local(copy))
+    assert tok.has_chat_template
+    plain = load_tokenizer(ckpt)
+    expected = [1] + plain.hf("Q: Lily and Tom A:", add_special_tokens=False)["input_ids"]
+    assert tok.encode("Lily and Tom", chat=True) == expected
+    assert tok.encode("Lily and Tom") == plain.encode("Lily and Tom")
