@@ -129,12 +129,14 @@ class _Allocator:
 
     # -- buffers ------------------------------------------------------------------------------
     def hold(self, v: Value, buf: _Buffer) -> None:
-        if id(buf) not in self.live:
-            self.live[id(buf)] = buf
+        key = id(buf)
+        if key not in self.live:
+            self.live[key] = buf
             self.bytes += buf.nbytes
-        buf.holders.add(id(v))
+        vid = id(v)
+        buf.holders.add(vid)
         buf.names.append(v.name)
-        self.buffer_of[id(v)] = buf
+        self.buffer_of[vid] = buf
 
     def new(self, v: Value, nbytes: int) -> None:
         self.hold(v, _Buffer(nbytes))
@@ -174,6 +176,15 @@ class _Allocator:
         scf.for init dying at the loop). Every value defined here is released by the end."""
         last_use = _last_uses(block)
         owned = {id(a) for a in block.args}
+        dying: dict[int, list[Value]] = {}  # op index -> tensors defined here that die there
+        for a in block.args:
+            if id(a) in last_use and isinstance(a.type, TensorType):
+                dying.setdefault(last_use[id(a)], []).append(a)
+        for k, op in enumerate(block.ops):
+            for v in op.results:
+                if isinstance(v.type, TensorType):  # only tensors hold buffers
+                    owned.add(id(v))
+                    dying.setdefault(last_use.get(id(v), k), []).append(v)
         for a in block.args:
             if not isinstance(a.type, TensorType) or not a.type.nbytes:
                 continue
@@ -189,15 +200,20 @@ class _Allocator:
                 self.release(a)
         for k, op in enumerate(block.ops):
             self.op(op, k, last_use, owned)
+            for v in dying.get(k, ()):
+                self.release(v)
 
     def op(self, op: Op, k: int, last_use: dict, owned: set) -> None:
+        """Results of ``op`` take their buffers and the live bytes are checked; the values dying
+        at ``op`` are released by the caller afterwards."""
         for region in op.regions:
             for b in region.blocks:
                 self.block(b, self.forwarded(op, b, k, last_use, owned))
         taken: set[int] = set()
-        candidates = _in_place_candidates(op)
+        candidates = None
         for v in op.results:
-            owned.add(id(v))
+            if not isinstance(v.type, TensorType):
+                continue
             if op.name in ALIASES:  # the operand's buffer under a second name (none: free)
                 buf = self.buffer_of.get(id(op.operands[0])) if op.operands else None
                 if buf is not None:
@@ -206,6 +222,8 @@ class _Allocator:
             nbytes = _charge(op, v)
             if not nbytes:
                 continue
+            if candidates is None:
+                candidates = _in_place_candidates(op)
             for cand in candidates:
                 buf = self.dies_alone(cand, k, last_use, owned)
                 if buf is not None and buf.nbytes == nbytes and id(buf) not in taken:
@@ -215,12 +233,6 @@ class _Allocator:
             else:
                 self.new(v, nbytes)
         self.check(op)
-        for v in _used_here(op):
-            if id(v) in owned and last_use.get(id(v)) == k:
-                self.release(v)
-        for v in op.results:
-            if id(v) not in last_use:
-                self.release(v)
 
     def forwarded(self, op: Op, b: Block, k: int, last_use: dict, owned: set) -> dict:
         """For an scf.for body: iter_args that take over the buffer of an init dying at the
@@ -237,15 +249,6 @@ class _Allocator:
                 buf.holders.discard(id(init))  # the buffer stays allocated for the iter_arg
                 del self.buffer_of[id(init)]
         return out
-
-
-def _used_here(op: Op):
-    """Every value ``op`` uses, its regions' uses included."""
-    yield from op.operands
-    for r in op.regions:
-        for b in r.blocks:
-            for inner in b.ops:
-                yield from _used_here(inner)
 
 
 # ---------------------------------------------------------------------------------------------
