@@ -339,3 +339,65 @@ def test_transposed_masked_store_puts_each_value_at_its_point(n: int):
         if 2 + i < n:
             want[2 + i] = a[:, i]
     np.testing.assert_array_equal(out.read(), want)
+
+
+def _ragged_k_gemm() -> ktir.ir.Function:
+    """acc += A[:, k:k+16] @ B[k:k+16, :] for k = 0, 16, 32 over views whose K ends at 40 (the
+    memory behind them goes on, NaN-filled): the last trip's K columns 40..47 are masked."""
+    a_set = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 7 >= 0, d1 >= 0, -d1 + 39 >= 0)>"
+    b_set = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 39 >= 0, d1 >= 0, -d1 + 15 >= 0)>"
+    o_set = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 7 >= 0, d1 >= 0, -d1 + 15 >= 0)>"
+    ta = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 7 >= 0, d1 >= 0, -d1 + 15 >= 0)>"
+    tb = "affine_set<(d0, d1) : (d0 >= 0, -d0 + 15 >= 0, d1 >= 0, -d1 + 15 >= 0)>"
+    ident = "affine_map<(d0, d1) -> (d0, d1)>"
+    return _module(f"""
+    %c16 = arith.constant 16 : index
+    %c48 = arith.constant 48 : index
+    %va = ktdp.construct_memory_view %a, sizes: [8, 40], strides: [64, 1] {{
+      coordinate_set = {a_set}, memory_space = #ktdp.memory_space<global> }} : memref<8x40xf16>
+    %vb = ktdp.construct_memory_view %b, sizes: [40, 16], strides: [16, 1] {{
+      coordinate_set = {b_set}, memory_space = #ktdp.memory_space<global> }} : memref<40x16xf16>
+    %z = arith.constant dense<0.0> : tensor<8x16xf32>
+    %r = scf.for %k = %c0 to %c48 step %c16 iter_args(%acc = %z) -> (tensor<8x16xf32>) {{
+      %ta = ktdp.construct_access_tile %va[%c0, %k] {{
+        access_tile_set = {ta}, access_tile_order = {ident} }} : memref<8x40xf16> -> !ktdp.access_tile<8x16xindex>
+      %x = ktdp.load %ta : !ktdp.access_tile<8x16xindex> -> tensor<8x16xf16>
+      %tb = ktdp.construct_access_tile %vb[%k, %c0] {{
+        access_tile_set = {tb}, access_tile_order = {ident} }} : memref<40x16xf16> -> !ktdp.access_tile<16x16xindex>
+      %y = ktdp.load %tb : !ktdp.access_tile<16x16xindex> -> tensor<16x16xf16>
+      %p = linalg.matmul ins(%x, %y : tensor<8x16xf16>, tensor<16x16xf16>) outs(%z : tensor<8x16xf32>) -> tensor<8x16xf32>
+      %n = arith.addf %acc, %p : tensor<8x16xf32>
+      scf.yield %n : tensor<8x16xf32>
+    }}
+    %vo = ktdp.construct_memory_view %o, sizes: [8, 16], strides: [16, 1] {{
+      coordinate_set = {o_set}, memory_space = #ktdp.memory_space<global> }} : memref<8x16xf32>
+    %to = ktdp.construct_access_tile %vo[%c0, %c0] {{
+      access_tile_set = {o_set}, access_tile_order = {ident} }} : memref<8x16xf32> -> !ktdp.access_tile<8x16xindex>
+    ktdp.store %r, %to : tensor<8x16xf32>, !ktdp.access_tile<8x16xindex>
+""", "%a: index, %b: index, %o: index")
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native-kernel", "blas"])
+def test_batched_k_loop_pads_a_ragged_k_with_zero(native: bool):
+    """The K-loop runs as one batched step (one load of the whole K range): its masked points
+    are zero like the per-trip loads', so no NaN from past K reaches the sum, on the native
+    kernel and on BLAS (whose f32 weight cache must not keep the masked tile either)."""
+    if native:
+        from ktir_models.ktir.backends import seqmm
+
+        if not seqmm.available():
+            pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    r = np.random.default_rng(7)
+    a = np.full((8, 64), np.nan, np.float16)
+    a[:, :40] = r.standard_normal((8, 40))
+    b = np.full((48, 16), np.nan, np.float16)
+    b[:40] = r.standard_normal((40, 16))
+    m = ktir.Machine(native_matmul=native)
+    ab, bb = m.hbm.allocate_from(a, name="a"), m.hbm.allocate_from(b, name="b")
+    out = m.hbm.allocate((8, 16), "float32", name="o")
+    plan = m.compile(_ragged_k_gemm())
+    for _ in range(3):
+        plan.run({"a": ab.address, "b": bb.address, "o": out.address})
+        ref = a[:, :40].astype(np.float64) @ b[:40].astype(np.float64)
+        np.testing.assert_allclose(out.read(), ref, rtol=1e-5, atol=1e-5)
+    assert not m.f32_cache or all(np.isfinite(v[2]).all() for v in m.f32_cache.values())

@@ -828,15 +828,17 @@ def load_f32(machine, tile: Tile, layout=None, pad=0) -> np.ndarray:
     view = tile.view
     xp = view.xp
     region = getattr(view, "region", None)
-    if tile.points is not None or region is None or region.mask is not None or \
-            not _box_inside(view, tile.lo, tile.ext):  # masked tiles are not cached
+    if tile.points is not None or region is None or region.mask is not None:
         arr = xp.astype(load_tile(tile, pad=pad), F32)
         return arr if layout is None else layout[1](arr)
     cache = machine.f32_cache
     key = f32_key(view, tile.lo, tile.ext, tile.perm, None if layout is None else layout[0])
     hit = cache.get(key)
     if hit is not None and hit[0] == region.version and hit[1] is region:
-        return hit[2]
+        return hit[2]  # only tiles wholly inside their view are cached (the key holds both)
+    if not _box_inside(view, tile.lo, tile.ext):  # masked: never cached
+        arr = xp.astype(load_tile(tile, pad=pad), F32)
+        return arr if layout is None else layout[1](arr)
     arr = xp.astype(load_tile(tile), F32)
     if layout is not None:
         arr = layout[1](arr)
