@@ -48,7 +48,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "past": (int,), "steps": (int,), "weights": (str,), "golden": (str,), "backend": (str,),
     "device": (str,), "repeat": (int,), "seed": (int,), "timeout": (int, float),
     "memory": (int, str), "memory_limit": (int, str), "cpus": (int,), "expect": (str,),
-    "label": (str,), "id": (str,),
+    "label": (str,), "id": (str,), "prompt": (str,),
 }
 _TOP_LEVEL = ("name", "timeout", "defaults", "matrix")
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._=+@-]+")
@@ -70,6 +70,7 @@ class Case:
     tokens: int | None = None
     past: int = 0
     steps: int = 4
+    prompt: str | None = None  # real text as the pass's tokens (the forward's / generate's --prompt)
     weights: str = "hub"
     golden: str = "auto"
     backend: str = "numpy"
@@ -233,6 +234,14 @@ def _short(value: str) -> str:
     return value.split("@")[0].rstrip("/").split("/")[-1]
 
 
+def _prompt_short(prompt: str) -> str:
+    """``p-`` + the prompt's first words (at most 20 characters) + 6 hex digits of its hash."""
+    import hashlib
+
+    words = "_".join(prompt.split())[:20]
+    return f"p-{words}-{hashlib.sha256(prompt.encode()).hexdigest()[:6]}"
+
+
 def _golden_short(golden: str) -> str:
     """A golden file's name without ``.f16.gz``; a plain ``golden.f16.gz``: its directory's name."""
     if not golden.startswith("/"):
@@ -252,6 +261,8 @@ def case_id_of(case: Case) -> str:
         shape += f"-p{case.past}" if case.past else ""
     else:
         shape = _short(case.program)
+    if case.prompt is not None:
+        shape += "-" + _prompt_short(case.prompt)
     parts = [_short(case.model), shape, "w-" + _short(case.weights)]
     if case.weights == "synthetic" and case.seed:
         parts[-1] += f"{case.seed}"

@@ -113,6 +113,8 @@ def case_argv(case: Case, report_path: Path) -> list[str]:
         if case.past:
             argv += ["--past", str(case.past)]
         argv += ["--repeat", str(case.repeat), "--json", str(report_path)]
+    if case.prompt is not None:
+        argv += ["--prompt", case.prompt]
     # generate knows live / none only; a sweep checks, so its "auto" is live.
     golden = case.golden if case.kind == "forward" or case.golden != "auto" else "live"
     argv += ["--weights", case.weights, "--golden", golden, "--seed", str(case.seed),
@@ -156,7 +158,8 @@ def _run(case: Case, key: str, timeout: float | None, run_id: str, started: floa
                 report = json.loads(report_path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 report = None
-        verdict, cause = _verdict(proc.returncode, killed, report, stderr, case, timeout)
+        crashed = _mentions(scratch / "stderr", b"Traceback (most recent call last)")
+        verdict, cause = _verdict(proc.returncode, killed, report, stderr, case, timeout, crashed)
         return CaseResult(case.id, key, verdict, cause, proc.returncode, seconds, case.expect, run_id,
                           os.uname().nodename, started, peak, argv, report, stdout, stderr)
     finally:
@@ -203,7 +206,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _verdict(code: int, killed: str | None, report: dict | None, stderr: str, case: Case,
-             timeout: float | None) -> tuple[str, str | None]:
+             timeout: float | None, crashed: bool = False) -> tuple[str, str | None]:
+    """Verdict and cause of a finished case process; ``crashed``: its stderr holds a traceback."""
     last = _last_line(stderr)
     if killed == "timeout":
         return "error", f"timed out after {timeout:g} s (process group killed)"
@@ -214,15 +218,29 @@ def _verdict(code: int, killed: str | None, report: dict | None, stderr: str, ca
             return "error", "exited 0 but wrote no report"
         return "pass", None
     if code == 1:
+        # Python exits 1 on an uncaught exception too: that is a crash, not a mismatch. A
+        # forward's mismatch always leaves its report (pass: false) before exiting.
+        if crashed or (case.kind == "forward" and (report or {}).get("pass") is not False):
+            return "error", f"crashed (exit code 1): {last}" if last else "crashed (exit code 1)"
         reasons = (report or {}).get("reasons") or []
         return "fail", "; ".join(reasons) if reasons else (last or "mismatch (exit code 1)")
     if code == 2:
         return "error", f"bad input (exit code 2): {last}" if last else "bad input (exit code 2)"
     if code < 0:
-        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
         hint = " (out of memory, the OOM killer, or another process)" if -code == signal.SIGKILL else ""
         return "error", f"killed by signal {name}{hint}"
     return "error", f"exited with code {code}: {last}" if last else f"exited with code {code}"
+
+
+def _mentions(path: Path, needle: bytes) -> bool:
+    try:
+        return needle in path.read_bytes()
+    except OSError:
+        return False
 
 
 def _tail(path: Path) -> str:

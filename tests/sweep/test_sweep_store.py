@@ -71,3 +71,18 @@ def test_one_sweep_at_a_time_writes_a_directory(tmp_path):
         ResultStore(tmp_path / "out")
     first.close()  # what the end of the first sweep (or of its process) does
     ResultStore(tmp_path / "out")
+
+
+def test_exit_codes_map_to_verdicts_and_a_traceback_is_an_error_not_a_fail(tmp_path):
+    from ktir_models.sweep.worker import _verdict
+
+    case, _ = _case(tmp_path)
+    mismatch = {"pass": False, "reasons": ["top-1 differs on 1 of 1 rows (rows 0)"]}
+    assert _verdict(0, None, {"pass": True}, "", case, None) == ("pass", None)
+    assert _verdict(1, None, mismatch, "forward: FAIL: ...", case, None) == ("fail", mismatch["reasons"][0])
+    crash = "Traceback (most recent call last):\n  ...\nKeyError: 'x'\n"
+    assert _verdict(1, None, None, crash, case, None, crashed=True) == ("error", "crashed (exit code 1): KeyError: 'x'")
+    assert _verdict(1, None, None, "", case, None)[0] == "error"  # a forward's mismatch leaves a report
+    assert _verdict(2, None, None, "x.toml: bad\n", case, None) == ("error", "bad input (exit code 2): x.toml: bad")
+    assert _verdict(-9, None, None, "", case, None)[1].startswith("killed by signal SIGKILL")
+    assert _verdict(-9, "timeout", None, "", case, 3.0) == ("error", "timed out after 3 s (process group killed)")
