@@ -254,10 +254,14 @@ def _golden_short(golden: str) -> str:
 def case_id_of(case: Case) -> str:
     """``model.program-or-shape.weights.golden[.backend@device][.repeatN][.label]``, e.g.
     ``tiny-mha.tiny-mha-decode.w-hub.g-vendored``; made only of the case's own values."""
+    # a prompt sets the pass's tokens (and a forward's mode): only explicit shape fields show then
+    prompted = case.prompt is not None
     if case.kind == "generate":
-        shape = f"generate-t{case.tokens or 8}-s{case.steps}"
+        tokens = "" if prompted and case.tokens is None else f"-t{case.tokens or 8}"
+        shape = f"generate{tokens}-s{case.steps}"
     elif case.program == EMIT:
-        shape = f"emit-{case.mode or 'decode'}" + (f"-m{case.tokens}" if case.tokens else "")
+        mode = case.mode or ("" if prompted else "decode")
+        shape = "emit" + (f"-{mode}" if mode else "") + (f"-m{case.tokens}" if case.tokens else "")
         shape += f"-p{case.past}" if case.past else ""
     else:
         shape = _short(case.program)

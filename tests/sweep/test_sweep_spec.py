@@ -111,7 +111,7 @@ def test_a_prompt_is_part_of_the_id_and_of_the_command(tmp_path):
     spec = load_spec(write(tmp_path, '[[matrix]]\nmodel = "stories260k"\ngolden = "live"\n'
                                      'prompt = ["Once upon a time", "Once upon a time,"]\n'))
     first, second = spec.cases
-    assert first.id.startswith("stories260k.emit-decode-p-Once_upon_a_time-") and first.id != second.id
+    assert first.id.startswith("stories260k.emit-p-Once_upon_a_time-") and first.id != second.id
     argv = case_argv(first, tmp_path / "r.json")
     assert argv[argv.index("--prompt") + 1] == "Once upon a time"
     assert argv[argv.index("--golden") + 1] == "live" and argv[argv.index("--json") + 1] == str(tmp_path / "r.json")
