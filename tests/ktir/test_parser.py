@@ -196,7 +196,7 @@ module {
     { ^bb0(%gid: index):
         ktdp.yield_partial %p : tensor<1x4xf16> }
     %s = ktdp.inter_tile_reduce(%f2) consumer_tiles_per_group = #who, identity(%p : tensor<1x4xf16>)
-        : <tensor<1x4xf16>, groups = #grp> -> tensor<4xf16>
+        : <tensor<1x4xf16>, groups = #grp> -> tensor<1x4xf16>
     { ^bb0(%a: tensor<1x4xf16>, %b: tensor<1x4xf16>):
         %e = tensor.empty() : tensor<1x4xf16>
         %c = linalg.add ins(%a, %b : tensor<1x4xf16>, tensor<1x4xf16>) outs(%e : tensor<1x4xf16>) -> tensor<1x4xf16>
