@@ -254,3 +254,32 @@ def llama3_spec(checkpoint: Path = LLAMA3_FIXTURE, qtype=Q.F16, **metadata) -> G
     """A spec that adds the converter's ``rope_freqs.weight`` for the checkpoint's llama3 scaling."""
     cfg = json.loads((Path(checkpoint) / "config.json").read_text())
     return GgufSpec(qtype=qtype, metadata=metadata, extra={"rope_freqs.weight": (None, converter_rope_factors(cfg))})
+
+
+def byte_level_vocab(vocab_size: int = 512) -> tuple[dict[str, Any], Any]:
+    """tokenizer.ggml.* metadata of a small byte-level BPE (gpt2-style, as SmolLM2's), trained here
+    with ``tokenizers`` on a few sentences and padded with unused tokens to ``vocab_size``; and the
+    trained ``tokenizers.Tokenizer`` as the reference."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    text = ["Once upon a time there was a little girl named Lily. She liked to play outside in the "
+            "park with her friends, and every day she found 42 shiny stones."] * 10
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    model = json.loads(tok.to_str())["model"]
+    tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
+    tokens += [f"[PAD{i}]" for i in range(len(tokens), vocab_size)]
+    types = [int(gguf.TokenType.CONTROL)] + [int(gguf.TokenType.NORMAL)] * (len(tokens) - 1)
+    merges = [" ".join(m) if isinstance(m, list) else m for m in model["merges"]]
+    return {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": types,
+        "tokenizer.ggml.merges": merges,
+        "tokenizer.ggml.bos_token_id": 0,
+        "tokenizer.ggml.eos_token_id": 0,
+    }, tok

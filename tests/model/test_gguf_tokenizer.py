@@ -48,3 +48,18 @@ def test_unknown_tokenizer_model_is_named(source, tmp_path) -> None:
     with pytest.raises(UserError, match=r"odd\.gguf: cannot build a tokenizer from the metadata "
                                         r"\(tokenizer\.ggml\.model = 'nonsense'\)"):
         load_gguf(path).prepared_tokenizer()
+
+
+def test_byte_level_vocabulary_from_metadata(source, tmp_path) -> None:
+    """A gpt2-style vocabulary with merges (SmolLM2's kind): the same ids as the trained
+    tokenizer, and text (with non-ASCII bytes) round-trips."""
+    from gguf_files import byte_level_vocab
+
+    from ktir_models.model.tokenizer import load_tokenizer
+
+    metadata, reference = byte_level_vocab()
+    tok = load_tokenizer(load_gguf(write_gguf(tmp_path / "bpe.gguf", source, GgufSpec(metadata=metadata))))
+    for text in ["Once upon a time, Lily played in the park.", "Hello wörld 42! 日本"]:
+        ids = tok.encode(text)
+        assert ids == reference.encode(text).ids and len(ids) > 5
+        assert tok.decode(ids) == text

@@ -50,8 +50,10 @@ def _shape_keys(gguf_name: str) -> str:
 
 @dataclass
 class GgufCheckpoint:
-    """A checked GGUF checkpoint. ``directory`` is the folder holding the file (``path``);
-    ``origin`` is ``gguf:<path>``; ``golden_source`` says what a live golden runs on."""
+    """A checked GGUF checkpoint. ``directory`` is the folder holding the file (``path``): a
+    tokenizer or ``generation_config.json`` beside a file without a vocabulary is found there, as
+    in a checkpoint directory; ``origin`` is ``gguf:<path>``; ``golden_source`` says what a live
+    golden runs on."""
 
     path: Path
     config: ModelConfig = field(init=False)
@@ -142,10 +144,6 @@ class GgufCheckpoint:
 
     # ------------------------------------------------------------------ helpers
 
-    def gguf_tensor_name(self, hf_name: str) -> str:
-        """The GGUF name a HF name is read from (a tied lm_head reads the embedding)."""
-        return self._entry(hf_name).name
-
     def _entry(self, hf_name: str):
         if hf_name in self._hf_to_gguf:
             return self._file.tensors[self._hf_to_gguf[hf_name]]
@@ -161,9 +159,26 @@ class GgufCheckpoint:
         return hf_row_order(entry.shape[0], heads, f"{self.path}: tensor {entry.name!r}")
 
 
+_LAST: dict[tuple, GgufCheckpoint] = {}
+
+
 def load_gguf(path: Path) -> GgufCheckpoint:
-    """Open and check a GGUF checkpoint (see :class:`GgufCheckpoint`)."""
-    return GgufCheckpoint(Path(path))
+    """Open and check a GGUF checkpoint (see :class:`GgufCheckpoint`). A command resolves MODEL and
+    then its weights from the same file: the last checkpoint is reused while the file's size and
+    modification time are unchanged (a rewritten file is opened again)."""
+    path = Path(path).expanduser()
+    try:
+        st = path.resolve().stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None  # missing: the constructor reports it
+    if key is not None and key in _LAST:
+        return _LAST[key]
+    ckpt = GgufCheckpoint(path)
+    _LAST.clear()
+    if key is not None:
+        _LAST[key] = ckpt
+    return ckpt
 
 
 def is_gguf_path(arg: str | Path) -> bool:

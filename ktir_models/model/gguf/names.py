@@ -1,7 +1,8 @@
-"""HF tensor names <-> GGUF tensor names for the llama family.
+"""HF tensor names -> GGUF tensor names for the llama family.
 
 The manifest and the runner speak HF names (``model.layers.3.self_attn.q_proj.weight``); a GGUF
-file holds llama.cpp's names (``blk.3.attn_q.weight``). The map is one-to-one.
+file holds llama.cpp's names (``blk.3.attn_q.weight``). The map is one-to-one; the checkpoint
+looks each HF name the architecture needs up in the file.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ _LAYER = {
 }
 _HF_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
 _GGUF_LAYER = re.compile(r"^blk\.(\d+)\.(.+)$")
-_GGUF_TO_HF_LAYER = {v: k for k, v in _LAYER.items()}
 
 
 def gguf_name(hf_name: str) -> str | None:
@@ -41,17 +41,6 @@ def gguf_name(hf_name: str) -> str | None:
     match = _HF_LAYER.match(hf_name)
     if match and match.group(2) in _LAYER:
         return f"blk.{match.group(1)}.{_LAYER[match.group(2)]}"
-    return None
-
-
-def hf_name(name: str) -> str | None:
-    """The HF name of a GGUF tensor name, or None when it has none."""
-    for hf, gg in _GLOBAL.items():
-        if gg == name:
-            return hf
-    match = _GGUF_LAYER.match(name)
-    if match and match.group(2) in _GGUF_TO_HF_LAYER:
-        return f"model.layers.{match.group(1)}.{_GGUF_TO_HF_LAYER[match.group(2)]}"
     return None
 
 
