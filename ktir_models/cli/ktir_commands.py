@@ -68,6 +68,10 @@ def run(
     backend: str = backend_option(),
     device: str = device_option(),
     lx_model: str = lx_model_option(),
+    reshaping_reduce: bool = typer.Option(
+        False, "--reshaping-reduce",
+        help="Accept ktdp.inter_tile_reduce results that reshape the partial (ktir-cpu's "
+             "reading; the dialect rejects them)."),
 ):
     """Run one function: arrays from --inputs are placed in HBM and their arguments receive the
     buffers' addresses; scalars come from --scalar; buffers are written to --out."""
@@ -75,7 +79,7 @@ def run(
 
     from ..ktir import Machine, load_module
 
-    module = load_module(file)
+    module = load_module(file, reshaping_reduce=reshaping_reduce)
     function = module.function(fn) if fn else module.only_function
     arrays: dict[str, np.ndarray] = {}
     if inputs is not None:

@@ -1,4 +1,6 @@
-"""Tokenizer and recursive-descent parser: KTIR text -> :mod:`ir`.
+"""The recursive-descent parser: KTIR text -> :mod:`ir` (types, attributes, module, functions,
+regions, op dispatch; the tokenizer is parse/lexer.py, each op's custom form parse/ops_custom.py,
+MLIR's generic form parse/generic_form.py).
 
 The tokenizer is one regular expression. Types (``tensor<...>``, ``memref<...>``,
 ``!ktdp.access_tile<...>``), affine maps/sets and ``#ktdp.*<...>`` attributes are single tokens, and
