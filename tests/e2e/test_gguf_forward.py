@@ -143,3 +143,11 @@ def test_llama3_scaled_gguf_prefill(root, tmp_path, capsys) -> None:
     path = write_gguf(root / "llama3.gguf", LLAMA3_FIXTURE, llama3_spec())
     code, text, doc = forward([str(path), "--mode", "prefill", "--tokens", "24"], capsys, tmp_path / "l3.json")
     assert_passed(code, text, doc, path)
+
+
+def test_gguf_forward_on_the_torch_backend(root, tmp_path, capsys) -> None:
+    path = write_gguf(root / "torch-q5_1.gguf", seeded_checkpoint(root, tied=True), FORWARD_FILES["Q5_1"])
+    code, text, doc = forward([str(path), "--mode", "prefill", "--tokens", "8", "--backend", "torch"], capsys,
+                              tmp_path / "t.json")
+    assert_passed(code, text, doc, path)
+    assert doc["backend"] == "torch"

@@ -82,7 +82,8 @@ class GgufSpec:
     """What to write. ``qtype``: the type of every 2-D tensor, unless ``types`` names another for
     a GGUF tensor name. ``metadata``: overrides (None removes a key). ``drop``: GGUF tensor names
     left out. ``reshape``: GGUF name -> a different PyTorch shape (values cut or zero padded).
-    ``vocab``: write the stories260K vocabulary into the metadata."""
+    ``vocab``: write the stories260K vocabulary into the metadata. ``extra``: GGUF name ->
+    (raw type or None, data) of tensors added as given. ``arch``: general.architecture."""
 
     qtype: Any = Q.F16
     types: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +92,7 @@ class GgufSpec:
     reshape: dict[str, tuple[int, ...]] = field(default_factory=dict)
     vocab: bool = False
     extra: dict[str, tuple[Any, np.ndarray]] = field(default_factory=dict)
+    arch: str = "llama"
 
 
 def _encode(w: np.ndarray, qtype) -> tuple[np.ndarray, Any]:
@@ -128,7 +130,7 @@ def write_gguf(path: Path, checkpoint: Path, spec: GgufSpec = GgufSpec()) -> Pat
     if spec.vocab:
         meta.update(stories_vocab())
     meta.update(spec.metadata)
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), spec.arch)
     for key, value in meta.items():
         if value is None:
             continue

@@ -78,6 +78,8 @@ CASES = {
                     ["metadata key 'llama.embedding_length' is missing"]),
     "wrong key type": (GgufSpec(metadata={"llama.block_count": "two"}), None,
                        ["metadata key 'llama.block_count' must be a positive integer, got 'two'"]),
+    "architecture": (GgufSpec(arch="qwen2"), None,
+                     ["metadata key 'general.architecture' = 'qwen2' is not supported (only 'llama')"]),
     "partial rotary": (GgufSpec(metadata={"llama.rope.dimension_count": 32}), None,
                        ["metadata key llama.rope.dimension_count = 32", "partial rotary"]),
 }
