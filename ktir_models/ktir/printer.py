@@ -4,7 +4,8 @@ back into the same IR.
 Every op prints as ``%r = "dialect.op"(%operands) <{properties}> ({regions}) : (operand types)
 -> (result types)``; functions as ``"func.func"`` ops inside ``"builtin.module"``. Values are
 renamed ``%0, %1, ...`` in definition order (the IR's names may shadow one another across
-regions; fresh names never do), attribute aliases are written out in full, and attributes the
+regions; fresh names never do) except function arguments, which keep their names (plans bind
+arguments by name), attribute aliases are written out in full, and attributes the
 IR derives from operand types (declared type lists, a tile's base type) are left out: the
 generic form's function type carries them. Where MLIR spells an attribute its own way, that
 spelling is printed: ``operandSegmentSizes``, ``static_*`` arrays with the dynamic-size sentinel,
@@ -128,13 +129,23 @@ def _segments(*sizes: int) -> str:
 class _Printer:
     def __init__(self):
         self.names: dict[int, str] = {}
+        self.reserved: set[str] = set()  # kept names (function arguments): never handed out
+        self.counter = 0
         self.lines: list[str] = []
 
     def name(self, v: Value) -> str:
         n = self.names.get(id(v))
         if n is None:
-            n = self.names[id(v)] = f"%{len(self.names)}"
+            while f"%{self.counter}" in self.reserved:
+                self.counter += 1
+            n = self.names[id(v)] = f"%{self.counter}"
+            self.counter += 1
         return n
+
+    def keep(self, v: Value) -> None:
+        """``v`` is printed under its own name (a function argument: plans bind by name)."""
+        self.names[id(v)] = v.name
+        self.reserved.add(v.name)
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
@@ -222,7 +233,7 @@ class _Printer:
             args = [Value(n, INDEX, Location("<printer>", 0, 0))
                     for n in op.attrs["variable_names"]]
             for a in args:  # their names are what messages show: keep them
-                self.names[id(a)] = a.name
+                self.keep(a)
             regions = [Region([Block(args)])]
         if not regions:
             self.emit(depth, text + " : " + self.ftype(op))
@@ -254,7 +265,8 @@ class _Printer:
     def combiner_region(self, op: Op, combiner: str, depth: int) -> None:
         """The body a ``{ arith.addf }`` shorthand stands for: ``yield(combiner(in, acc))``."""
         t = ScalarType(op.groups["outs"][0].type.elem)
-        a, b, r = (f"%c{len(self.names)}_{k}" for k in range(3))
+        a, b, r = (f"%c{self.counter}_{k}" for k in range(3))
+        self.counter += 1
         self.emit(depth, "{")
         self.emit(depth, f"^bb0({a}: {t}, {b}: {t}):")
         self.emit(depth + 1, f'{r} = "{combiner}"({a}, {b}) : ({t}, {t}) -> ({t})')
@@ -262,6 +274,8 @@ class _Printer:
         self.emit(depth, "}")
 
     def function(self, fn: Function) -> None:
+        for a in fn.args:
+            self.keep(a)
         args = ", ".join(type_text(a.type) for a in fn.args)
         res = ", ".join(type_text(t) for t in fn.results)
         props = f'function_type = ({args}) -> ({res}), sym_name = "{fn.name}"'

@@ -85,7 +85,8 @@ def ir_dump(fn) -> list:
     def vid(v) -> int:
         return ids.setdefault(id(v), len(ids))
 
-    out: list = [("args", [(vid(a), a.type) for a in fn.args], list(fn.results), fn.grid)]
+    out: list = [("args", [(vid(a), a.name, a.type) for a in fn.args], list(fn.results),
+                  fn.grid)]  # argument names too: plans and manifests bind by name
 
     def block(b, depth: int) -> None:
         out.append(("block", depth, [(vid(a), a.type) for a in b.args]))
