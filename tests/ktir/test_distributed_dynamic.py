@@ -132,3 +132,42 @@ def test_distributed_load_pads_points_outside_every_partition():
         want = np.full((4, 32), SENTINEL, np.float16)
         want[:, 16:] = whole[:, 16:]
         np.testing.assert_array_equal(out.read(), want)
+
+
+def test_a_tile_whose_extent_is_a_run_time_symbol():
+    """The access tile's set takes its extent from ``symbols(%m)`` (a ``?`` tile and tensor),
+    the view's from its dynamic size %n: y = 2x lands on the first min(n, m) elements; a tile
+    longer than the view is masked past n."""
+    fn = ktir.parse_text("""module {
+  func.func @k(%a: index, %o: index, %n: index, %m: index) attributes {grid = [1]} {
+    %c0 = arith.constant 0 : index
+    %va = ktdp.construct_memory_view %a, sizes: [%n], strides: [1] {
+      coordinate_set = affine_set<(d0)[s0] : (d0 >= 0, -d0 + s0 - 1 >= 0)>,
+      memory_space = #ktdp.memory_space<global> } : memref<?xf16>
+    %ta = ktdp.construct_access_tile %va[%c0] [symbols(%m)] {
+      access_tile_set = affine_set<(d0)[s0] : (d0 >= 0, -d0 + s0 - 1 >= 0)>,
+      access_tile_order = affine_map<(d0) -> (d0)> } : memref<?xf16> -> !ktdp.access_tile<?xindex>
+    %x = ktdp.load %ta : !ktdp.access_tile<?xindex> -> tensor<?xf16>
+    %y = arith.addf %x, %x : tensor<?xf16>
+    %vo = ktdp.construct_memory_view %o, sizes: [%n], strides: [1] {
+      coordinate_set = affine_set<(d0)[s0] : (d0 >= 0, -d0 + s0 - 1 >= 0)>,
+      memory_space = #ktdp.memory_space<global> } : memref<?xf16>
+    %to = ktdp.construct_access_tile %vo[%c0] [symbols(%m)] {
+      access_tile_set = affine_set<(d0)[s0] : (d0 >= 0, -d0 + s0 - 1 >= 0)>,
+      access_tile_order = affine_map<(d0) -> (d0)> } : memref<?xf16> -> !ktdp.access_tile<?xindex>
+    ktdp.store %y, %to : tensor<?xf16>, !ktdp.access_tile<?xindex>
+    return
+  }
+}
+""", "dyn.mlir").only_function
+    for n, m_ in ((10, 10), (10, 6), (6, 10)):
+        m = ktir.Machine()
+        a = np.arange(16, dtype=np.float16) + 1
+        ab = m.hbm.allocate_from(a, name="a")
+        out = m.hbm.allocate_from(np.full(16, SENTINEL, np.float16), name="o")
+        m.compile(fn).run({"a": ab.address, "o": out.address, "n": n, "m": m_})
+        want = np.full(16, SENTINEL, np.float16)
+        k = min(n, m_)
+        want[:k] = a[:k] + a[:k]
+        np.testing.assert_array_equal(out.read(), want, err_msg=f"n={n} m={m_}")
+        assert m.masked_points == 2 * max(0, m_ - n)
