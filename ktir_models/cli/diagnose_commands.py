@@ -78,13 +78,14 @@ def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, che
                         lx_model=lx_model)
 
 
-def _check_json(json_path: Path | None, program: Path) -> None:
-    """--json must be writable and must not name a file of the program (an input of the run)."""
+def _check_json(json_path: Path | None, program: Path, force: bool = False) -> None:
+    """--json must be writable, must not name a file of the program (an input of the run), and
+    replaces a file that is not JSON only with --force."""
     from ..model.report import check_json_target
 
     if json_path is None:
         return
-    check_json_target(json_path)
+    check_json_target(json_path, force=force)
     target = json_path.resolve()
     if Path(program).is_dir():
         for path in Path(program).iterdir():
@@ -131,11 +132,12 @@ def latency(
     hbm_tb_s: float = typer.Option(0.128, "--hbm-tb-s", help="Chip-wide HBM bandwidth in TB/s."),
     pipeline: str = typer.Option("serial", "--pipeline", help="serial or overlapped."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    force: bool = typer.Option(False, "--force", help="Let --json replace an existing file that is not JSON."),
 ) -> None:
     """Cycle-approximate roofline of a program: per node, per category, bottlenecks."""
     from ..model.report import write_json
 
-    _check_json(json_path, program)
+    _check_json(json_path, program, force)
     result = program_latency(program, _hardware(cores, clock_ghz, hbm_tb_s, pipeline))
     print(result.render(limit=top))
     if json_path is not None:
@@ -154,6 +156,7 @@ def diagnose(
     checks: bool = typer.Option(False, "--checks", help="Run the emulator's checking mode and list its warnings "
                                 "(numeric faults, write conflicts, masked accesses)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    force: bool = typer.Option(False, "--force", help="Let --json replace an existing file that is not JSON."),
     backend: str = backend_option(),
     device: str = device_option(),
     lx_model: str = lx_model_option(),
@@ -161,7 +164,7 @@ def diagnose(
     """Run the program and transformers side by side; name the first node out of its f16 band."""
     from ..model.report import write_json
 
-    _check_json(json_path, program)
+    _check_json(json_path, program, force)
     array_backend = build_backend(backend, device)
     checker = None
     if checks or strict:

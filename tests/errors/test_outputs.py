@@ -106,3 +106,12 @@ def test_directory_vanishing_after_the_check_is_one_message(tmp_path):
     with pytest.raises(UserError, match=r"--out .*o.npz: cannot create a file in"):
         with atomic_output(gone / "o.npz", "--out") as f:
             f.write(b"x")
+
+
+def test_latency_json_never_overwrites_a_non_json_file(tiny_program, tmp_path):
+    keep = tmp_path / "notes.txt"
+    keep.write_text("keep me")
+    assert_user_error(run_cli("latency", tiny_program, "--json", keep), "--json", "not a JSON document")
+    assert keep.read_text() == "keep me"
+    assert run_cli("latency", tiny_program, "--json", keep, "--force").code == 0
+    assert "latency" in json.loads(keep.read_text())
