@@ -217,7 +217,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
 
             targets = next_token_targets(text_input.ids, pass_.past, m)
             text_doc = {"source": text_input.where, "tokenizer": text_input.tokenizer,
-                        "text_tokens": len(text_input.ids),
+                        "text_tokens": len(text_input.ids), "pass_ids": [int(i) for i in pass_.token_ids],
                         **text_metrics(logits, np.asarray(golden), targets).to_dict()}
         if result.nonfinite is not None:
             nf = result.nonfinite

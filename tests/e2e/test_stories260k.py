@@ -67,6 +67,9 @@ def _assert_real_text_pass(doc, ids, past, m):
     # the targets are the text's own next tokens, as transformers' tokenizer reads the text
     assert text["targets"] == [ids[past + i + 1] if past + i + 1 < len(ids) else -1 for i in range(m)]
     assert text["text_tokens"] == len(ids)
+    assert text["pass_ids"] == ids[past:past + m]  # the pass read the text's own tokens
+    if text["nll_golden"]:  # ordinary text to this model (measured 1.06-2.4): the targets are right
+        assert text["perplexity_golden"] < 5
     assert max(text["kl"]) < 1e-3  # nats: the emulated distributions are the golden's
     if text["nll_golden"]:
         assert abs(text["perplexity_emulated"] / text["perplexity_golden"] - 1) < 1e-2
