@@ -43,18 +43,32 @@ def transformers_model(ckpt):
     except (ValueError, KeyError, OSError, RuntimeError) as exc:
         raise UserError(f"{ckpt.path}: transformers cannot load this GGUF file for the live golden "
                         f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    _same_numbers(ckpt, model.config)
     if ckpt.config.rope_scaling is not None:
         model = _with_rope_scaling(model, ckpt)
-    for ours, theirs in _CHECKED:
-        a, b = getattr(ckpt.config, ours), getattr(model.config, theirs, None)
-        if a != b:
-            raise UserError(f"{ckpt.path}: transformers' GGUF loader reads {theirs} = {b!r}, our reader "
-                            f"{a!r}: the live golden would not run the same model")
     with torch.no_grad():
         for param in model.parameters():  # a tied lm_head is the embedding's parameter: once
             param.copy_(param.to(torch.float16).to(torch.float32))
     model.eval()
     return model
+
+
+def _same_numbers(ckpt, theirs) -> None:
+    """transformers' config from the file against ours: integers exactly, float32 metadata values
+    (epsilon, RoPE base) to float32 precision."""
+    def disagree(name: str, a, b) -> UserError:
+        return UserError(f"{ckpt.path}: transformers' GGUF loader reads {name} = {b!r}, our reader "
+                         f"{a!r}: the live golden would not run the same model")
+
+    for ours, name in _CHECKED:
+        a, b = getattr(ckpt.config, ours), getattr(theirs, name, None)
+        if a != b:
+            raise disagree(name, a, b)
+    rope = getattr(theirs, "rope_parameters", None) or {}
+    for name, a, b in (("rms_norm_eps", ckpt.config.rms_norm_eps, getattr(theirs, "rms_norm_eps", None)),
+                       ("rope_theta", ckpt.config.rope_theta, getattr(theirs, "rope_theta", rope.get("rope_theta")))):
+        if not isinstance(b, (int, float)) or abs(a - b) > 1e-6 * abs(a):
+            raise disagree(name, a, b)
 
 
 def _with_rope_scaling(loaded, ckpt):
