@@ -86,8 +86,11 @@ class Case:
     origin: str = ""  # where the case came from: "spec.toml [[matrix]] 3"
 
     def options(self) -> dict[str, Any]:
-        """The fields that change what the case computes or how it is judged (part of its key)."""
-        skip = {"id", "origin", "label", "expect", "memory"}
+        """The fields that change what the case computes or how it is judged (part of its key).
+
+        Paths are left out: keys.py identifies model, program, weights and golden by content, so
+        a key does not change when the same files sit elsewhere (another clone, another node)."""
+        skip = {"id", "origin", "label", "expect", "memory", "model", "program", "weights", "golden"}
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
 
 

@@ -86,3 +86,12 @@ def test_exit_codes_map_to_verdicts_and_a_traceback_is_an_error_not_a_fail(tmp_p
     assert _verdict(2, None, None, "x.toml: bad\n", case, None) == ("error", "bad input (exit code 2): x.toml: bad")
     assert _verdict(-9, None, None, "", case, None)[1].startswith("killed by signal SIGKILL")
     assert _verdict(-9, "timeout", None, "", case, 3.0) == ("error", "timed out after 3 s (process group killed)")
+
+
+def test_key_does_not_depend_on_where_the_files_sit(tmp_path):
+    case, program = _case(tmp_path)
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(program, moved)
+    forget()
+    assert case_key(replace(case, program=str(moved))) == case_key(case)
+    assert case_key(replace(case, program="emit")) != case_key(case)
