@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import EmulationFault, FaultSignal, KtirError, Location
-from .ir import Block, Function, Op, ScalarType, Value
+from .ir import Block, Function, Op, RuntimeArgType, ScalarType, Value
 from .lx_liveness import account
 from .machine import Machine, RunStats
 
@@ -258,8 +258,12 @@ class Plan:
                 out.append(bool(v) if t.name == "i1" else int(v))
             elif isinstance(t, ScalarType):
                 out.append(t.dtype.type(v))
-            else:
-                out.append(v)
+            elif isinstance(t, RuntimeArgType):  # bound like its underlying scalar
+                out.append(t.underlying.dtype.type(v) if t.underlying.is_float else int(v))
+            else:  # memref / access tile / tensor arguments: only a call can pass those
+                raise KtirError.at(a.loc, f"argument {a.name} is {t}: a plan binds addresses "
+                                          "and scalars, so this function is a callee "
+                                          "(func.call), not a kernel to run")
         return out
 
     def _tier_up(self) -> None:

@@ -231,6 +231,9 @@ def _access_tile(op: Op) -> None:
     rank = len(base.type.shape)
     if bm.num_results != rank:
         _fail(f"{bm.num_results} subscripts for a view of rank {rank}")
+    if bm.num_dims != len(op.groups["indices"]) or bm.num_syms:
+        _fail(f"base_map {bm} takes {bm.num_dims} dims and {bm.num_syms} symbols, but "
+              f"{len(op.groups['indices'])} index operands are given")
     if s.num_dims != rank or len(t.shape) != rank:
         _fail(f"access_tile_set has {s.num_dims} dims, the tile rank is {len(t.shape)} and the "
               f"view rank is {rank}: they must be equal")

@@ -215,3 +215,31 @@ def test_paged_tensor_copy_is_refused_for_its_lx_footprint() -> None:
     m.hbm.allocate_from(np.zeros((4, 32), np.int32), name="Idx", byte_address=20000000 * 4)
     with pytest.raises(ktir.EmulationFault, match="LX"):
         _run("paged-tensor-copy.mlir", "paged_tensor_copy_1core", {}, m)
+
+
+def test_aliases_between_and_after_functions() -> None:
+    """MLIR allows ``#alias = ...`` anywhere at the top level, before its first use."""
+    text = """#row = affine_set<(d0) : (d0 >= 0, -d0 + 3 >= 0)>
+func.func @a(%x: index) {
+  return
+}
+#id = affine_map<(d0) -> (d0)>
+func.func @b(%x: index) {
+  %v = ktdp.construct_memory_view %x, sizes: [4], strides: [1] {
+    coordinate_set = #row, memory_space = #ktdp.spyre_memory_space<HBM>} : memref<4xf16>
+  %c0 = arith.constant 0 : index
+  %t = ktdp.construct_access_tile %v[%c0] {access_tile_set = #row, access_tile_order = #id}
+      : memref<4xf16> -> !ktdp.access_tile<4xindex>
+  return
+}
+#unused = affine_map<(d0) -> (d0)>
+"""
+    module = ktir.parse_text(text, "aliases.mlir")
+    ktir.verify(module)
+    assert list(module.functions) == ["a", "b"] and "#unused" in module.aliases
+
+
+def test_a_function_taking_a_memref_is_a_callee_not_a_kernel() -> None:
+    module = ktir.load_module(frontend_dir() / "roundtrip.mlir")
+    with pytest.raises(ktir.KtirError, match="is a callee"):
+        ktir.Machine().compile(module.function("test_load")).run({"at": 0})
