@@ -247,3 +247,21 @@ def test_malformed_generic_ops_are_located_errors(text: str, message: str) -> No
         ktir.verify(ktir.parse_text(src, "g.mlir"))
     msg = str(info.value)
     assert message in msg and "g.mlir:2:" in msg, msg
+
+
+def test_generic_text_parses_alike_with_and_without_the_parse_caches() -> None:
+    """The line cache and op templates (parse_text's defaults) give the reference parse on
+    generic text too, the second time round included (templates recorded the first time)."""
+    from ktir_models.ktir import parser as P
+
+    reason = corpus_missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    for path in sorted((corpus_path() / "ktir-examples").rglob("*.mlir"))[:12]:
+        module, _ = _load(path)
+        text = print_generic(module)
+        reference = P.parse_text(text, "g", cached=False)
+        for _ in range(2):
+            cached = P.parse_text(text, "g")
+            for name, fn in reference.functions.items():
+                assert ir_dump(cached.functions[name]) == ir_dump(fn), (path.name, name)
