@@ -59,7 +59,9 @@ def run_ray(jobs: Iterable[Job], on_result: Callable[[CaseResult], None], *, add
             from .local_executor import default_jobs
 
             # Results are small records, never arrays: a small object store is plenty.
-            ray.init(num_cpus=workers or default_jobs(), object_store_memory=OBJECT_STORE_BYTES, **init_kwargs)
+            # address="local": a new cluster even where RAY_ADDRESS names another one
+            ray.init(address="local", num_cpus=workers or default_jobs(), object_store_memory=OBJECT_STORE_BYTES,
+                     **init_kwargs)
         else:
             ray.init(address=address, **init_kwargs)
     except (ConnectionError, RuntimeError, ValueError) as exc:
