@@ -29,6 +29,11 @@ native pass is also timed with one torch thread (``native_1thread_ms``, ``ratio_
 machine shared with other jobs torch's two threads can stall each other, see docs/performance.md.
 ``--alternate`` times the emulated and native passes in turns (after both sides' warm-up), so a
 drift of the machine's speed during the run moves both sides alike (``alternate`` in the JSON).
+
+Large models (an 8B model's f32 transformers copy does not fit beside its f16 weights):
+``--native-dtype bf16`` loads the native model in bfloat16 (the family's own transformers class),
+and ``--native-after`` releases the emulator (its machine, HBM and plans) before the native model
+is loaded, so the two are never resident together; the output says so (``native_after``).
 """
 
 from __future__ import annotations
@@ -86,15 +91,31 @@ def time_passes(fn, repeat: int, warmup: int = 1, warm: list | None = None) -> l
     return seconds
 
 
-def native_pass_factory(ckpt, pass_, device: str = "cpu"):
-    """A function timing one native f32 forward of the pass on ``device`` (the emulator's torch
-    device, so a GPU run compares with native on the same GPU; prefix cache prepared once)."""
+def native_model(ckpt, dtype: str):
+    """The native transformers model: the golden's f32 one, or the family's class in bfloat16."""
+    from ktir_models.model.golden import load_transformers_model
+
+    if dtype == "f32":
+        return load_transformers_model(ckpt)
+    import torch
+    import transformers
+
+    model_class = getattr(transformers, ckpt.config.family.architecture)
+    model = model_class.from_pretrained(str(ckpt.directory), dtype=torch.bfloat16,
+                                        attn_implementation="eager", local_files_only=True)
+    return model.eval()
+
+
+def native_pass_factory(ckpt, pass_, device: str = "cpu", dtype: str = "f32"):
+    """A function timing one native forward (``dtype`` f32 or bf16) of the pass on ``device``
+    (the emulator's torch device, so a GPU run compares with native on the same GPU; prefix cache
+    prepared once)."""
     import numpy as np
     import torch
 
-    from ktir_models.model.golden import _cache_kwarg, _output_cache, load_transformers_model
+    from ktir_models.model.golden import _cache_kwarg, _output_cache
 
-    model = load_transformers_model(ckpt).to(device)
+    model = native_model(ckpt, dtype).to(device)
     ids = torch.as_tensor(np.asarray(pass_.token_ids, dtype=np.int64).reshape(1, -1), device=device)
     positions = torch.as_tensor(np.asarray(pass_.positions, dtype=np.int64).reshape(1, -1), device=device)
     kwarg = _cache_kwarg(model)
@@ -141,6 +162,10 @@ def main() -> int:
     parser.add_argument("--alternate", action="store_true",
                         help="time the emulated and native passes in turns (E, N, E, N, ...) "
                              "instead of all emulated then all native")
+    parser.add_argument("--native-dtype", choices=("f32", "bf16"), default="f32",
+                        help="native transformers in float32 (default) or bfloat16 (models whose f32 copy does not fit)")
+    parser.add_argument("--native-after", action="store_true",
+                        help="release the emulator (machine, HBM, plans) before loading the native model")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
     parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
     parser.add_argument("--device", default="auto",
@@ -148,6 +173,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeat < 5:
         parser.error("--repeat: at least 5 timed passes")
+    if args.native_after and args.alternate:
+        parser.error("--native-after: the emulated and native passes cannot alternate when never resident together")
 
     from ktir_models.errors import UserError
     from ktir_models.ktir.backends import make_backend
@@ -194,8 +221,16 @@ def main() -> int:
     else:
         emulated = time_passes(emulate, args.repeat, max(1, args.warmup), warm)
     emulator_rss = peak_rss_bytes()  # before the native model exists: the emulator's own peak
+    logits = runner.passes[-1].result
+    matmul = runner.machine.matmul_order()
+    timings = runner.timings
+    if args.native_after:
+        import gc
 
-    timed_native = native_pass_factory(ckpt, pass_, backend.device)
+        del runner, emulate  # the machine's HBM (the marshalled weights) and plans go with it
+        gc.collect()
+
+    timed_native = native_pass_factory(ckpt, pass_, backend.device, args.native_dtype)
     timed_native()  # warm-up
     if args.alternate:
         # in turns, so that both sides see the machine in the same state (its speed drifts)
@@ -203,9 +238,9 @@ def main() -> int:
         for _ in range(args.repeat):
             emulated += time_passes(emulate, 1, 0)
             native.append(timed_native())
+        logits = runner.passes[-1].result
     else:
         native = [timed_native() for _ in range(args.repeat)]
-    logits = runner.passes[-1].result
     # Also one torch thread: on a machine shared with other jobs, torch's two OpenMP threads can
     # wait on each other for whole scheduler slices (measured here: a 576x1536 GEMV 16 ms with two
     # threads, 0.6 ms with one), which makes the primary figure meaningless there.
@@ -217,7 +252,7 @@ def main() -> int:
     emulated_ms = 1e3 * statistics.median(emulated)
     native_ms = 1e3 * statistics.median(native)
     native_1t_ms = 1e3 * statistics.median(native_1t)
-    compile_s = runner.timings.parse + runner.timings.compile
+    compile_s = timings.parse + timings.compile
     figures = {
         "model": spec.name,
         "program": str(program),
@@ -230,17 +265,19 @@ def main() -> int:
         "backend": backend.name,
         "device": backend.device,
         "backend_version": backend.describe(),
-        "matmul": runner.machine.matmul_order(),
+        "matmul": matmul,
         "repeat": args.repeat,
         "alternate": args.alternate,
+        "native_dtype": args.native_dtype,
+        "native_after": args.native_after,
         "emulated_ms": emulated_ms,
         "native_ms": native_ms,
         "ratio": emulated_ms / native_ms,
         "native_1thread_ms": native_1t_ms,
         "ratio_1thread": emulated_ms / native_1t_ms,
         "compile_s": compile_s,
-        "parse_s": runner.timings.parse,
-        "marshal_s": runner.timings.marshal,
+        "parse_s": timings.parse,
+        "marshal_s": timings.marshal,
         "peak_rss_bytes": peak_rss_bytes(),
         "emulator_peak_rss_bytes": emulator_rss,
         "f16_weight_bytes": spec.config.f16_weight_bytes,
@@ -258,15 +295,16 @@ def main() -> int:
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat}; warm-up "
           f"passes {', '.join(f'{1e3 * s:.0f}' for s in warm)} ms)"
           + ("; timed in turns with the native passes" if args.alternate else ""))
-    print(f"native f32     {native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager)")
+    print(f"native {args.native_dtype:<8}{native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager"
+          + (", loaded after the emulator released its HBM)" if args.native_after else ")"))
     print(f"ratio          {figures['ratio']:9.2f}  (emulated / native)")
     print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
           f"ratio {figures['ratio_1thread']:.2f}")
-    print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {runner.timings.parse:.2f} s)")
-    print(f"marshal        {runner.timings.marshal:9.2f} s")
+    print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {timings.parse:.2f} s)")
+    print(f"marshal        {timings.marshal:9.2f} s")
     print(f"peak RSS       {emulator_rss / GIB:9.2f} GiB emulator (f16 weights "
           f"{figures['f16_weight_bytes'] / GIB:.2f} GiB); {figures['peak_rss_bytes'] / GIB:.2f} GiB "
-          f"with the f32 native model")
+          f"with the {args.native_dtype} native model")
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(figures, indent=2) + "\n")
     return 0
