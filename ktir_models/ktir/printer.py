@@ -242,6 +242,8 @@ class _Printer:
         for k, r in enumerate(regions):
             if r is None:
                 self.combiner_region(op, combiner, depth + 1)
+            elif op.name == "ktdp.construct_indirect_access_tile":
+                self.region(r, depth + 1, "ktdp.region_terminator")
             else:
                 self.region(r, depth + 1)
             if k + 1 < len(regions):
@@ -253,13 +255,15 @@ class _Printer:
         res = ", ".join(type_text(r.type) for r in op.results)
         return f"({args}) -> ({res})"
 
-    def region(self, r: Region, depth: int, extra_args: list[Value] | None = None) -> None:
+    def region(self, r: Region, depth: int, terminator: str | None = None) -> None:
         block = r.block
         self.emit(depth, "{")
         args = ", ".join(f"{self.name(a)}: {type_text(a.type)}" for a in block.args)
         self.emit(depth, f"^bb0({args}):" if args else "^bb0:")
         for inner in block.ops:
             self.op(inner, depth + 1)
+        if terminator is not None:  # an implicit terminator, explicit in the generic form
+            self.emit(depth + 1, f'"{terminator}"() : () -> ()')
         self.emit(depth, "}")
 
     def combiner_region(self, op: Op, combiner: str, depth: int) -> None:

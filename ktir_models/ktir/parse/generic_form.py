@@ -464,6 +464,8 @@ _ADAPTERS = {
     "ktdp.yield_partial": _a_typed,
     "ktdp.yield_reduced": _a_typed,
     "ktdp.runtime_arg_extract": _a_runtime_arg_extract,
+    # the implicit terminator of an indirect tile's hidden region (the region is dropped)
+    "ktdp.region_terminator": _a_none,
     "scf.for": _a_for,
     "scf.if": _a_none,
     "scf.yield": _a_typed,
