@@ -168,3 +168,31 @@ def test_prompt_on_a_checkpoint_without_tokenizer_is_exit_2(capsys):
     assert code == 2 and "has no tokenizer" in err and "Traceback" not in err
     code, out, err = run(["generate", "stories260k", "--prompt", "hi", "--chat", "--steps", "1", "-q"], capsys)
     assert code == 2 and "no chat template" in err
+
+
+@pytest.mark.slow
+def test_generate_names_the_first_divergent_step(tmp_path, monkeypatch, capsys):
+    """The decode program's softmax scale negated and x4 in every layer (the prefill left intact):
+    the first decode step's token departs from transformers'; generate says where, with both tokens
+    and their golden logits, and exits 1."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(cache))
+    code, out, err = run(["generate", "stories260k", "--prompt", "Once upon a time", "--steps", "6", "--golden", "none",
+                          "-q"], capsys)
+    assert code == 0, out + err
+    [decode] = list((cache / "programs").glob("stories260k-decode-*"))
+    scale = f"dense<{np.float32(8 ** -0.5):.9e}>"
+    broken = 0
+    for node in decode.glob("node*.mlir"):
+        text = node.read_text()
+        if scale in text:
+            node.write_text(text.replace(scale, f"dense<{np.float32(-4 * 8 ** -0.5):.9e}>"))
+            broken += 1
+    assert broken == 5  # one attention node per layer
+    code, out, err = run(["generate", "stories260k", "--prompt", "Once upon a time", "--steps", "6", "-q"], capsys)
+    assert code == 1, out + err
+    line = next(ln for ln in out.splitlines() if ln.startswith("check: FAIL: first divergence"))
+    assert "at generated token 1 (step 1)" in line  # the prefill program is intact: its token agrees
+    assert "ours " in line and "transformers " in line and line.count("golden logit") == 2
+    assert "near-tie band" in line
+    assert "FAIL" in err
