@@ -70,10 +70,20 @@ def account(fn: Function, capacity: int, model: str = "allocator") -> LXAccount:
     return LXAccount(alloc.peak, alloc.faults)
 
 
+_NBYTES: dict[TensorType, int] = {}  # bytes of each tensor type (types repeat a lot)
+
+
+def _tensor_bytes(t: TensorType) -> int:
+    n = _NBYTES.get(t)
+    if n is None:
+        n = _NBYTES[t] = t.nbytes or 0  # a dynamic shape counts 0 (unknown until run time)
+    return n
+
+
 def _charge(op: Op, v: Value) -> int:
-    if op.name in FREE_RESULTS or not isinstance(v.type, TensorType):
+    if op.name in FREE_RESULTS or type(v.type) is not TensorType:
         return 0
-    return v.type.nbytes or 0
+    return _tensor_bytes(v.type)
 
 
 def _last_uses(block: Block) -> dict[int, int]:
@@ -177,31 +187,46 @@ class _Allocator:
         last_use = _last_uses(block)
         owned = {id(a) for a in block.args}
         dying: dict[int, list[Value]] = {}  # op index -> tensors defined here that die there
+        active: list[tuple[int, Op]] = []  # ops that may allocate (tensor results or regions)
         for a in block.args:
-            if id(a) in last_use and isinstance(a.type, TensorType):
+            if id(a) in last_use and type(a.type) is TensorType:
                 dying.setdefault(last_use[id(a)], []).append(a)
         for k, op in enumerate(block.ops):
+            allocates = bool(op.regions)
             for v in op.results:
-                if isinstance(v.type, TensorType):  # only tensors hold buffers
+                if type(v.type) is TensorType:  # only tensors hold buffers
+                    allocates = True
                     owned.add(id(v))
                     dying.setdefault(last_use.get(id(v), k), []).append(v)
+            if allocates:
+                active.append((k, op))
         for a in block.args:
-            if not isinstance(a.type, TensorType) or not a.type.nbytes:
+            if type(a.type) is not TensorType or not _tensor_bytes(a.type):
                 continue
             buf = forwarded.get(id(a))
             if buf is not None:
                 self.hold(a, buf)
             else:
-                self.new(a, a.type.nbytes)
+                self.new(a, _tensor_bytes(a.type))
         if block.ops:
             self.check(block.ops[0])
         for a in block.args:
             if id(a) not in last_use:
                 self.release(a)
-        for k, op in enumerate(block.ops):
+        # walk the ops that allocate; releases between them happen at their own index, in order
+        release = self.release
+        done = -1
+        for k, op in active:
+            for j in range(done + 1, k):
+                for v in dying.get(j, ()):
+                    release(v)
             self.op(op, k, last_use, owned)
             for v in dying.get(k, ()):
-                self.release(v)
+                release(v)
+            done = k
+        for j in range(done + 1, len(block.ops)):
+            for v in dying.get(j, ()):
+                release(v)
 
     def op(self, op: Op, k: int, last_use: dict, owned: set) -> None:
         """Results of ``op`` take their buffers and the live bytes are checked; the values dying
