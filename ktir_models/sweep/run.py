@@ -93,12 +93,14 @@ def _run(spec: SweepSpec, cases: tuple[Case, ...], options: SweepOptions, store:
             from .local_executor import default_jobs, run_local
 
             executor = f"local ({options.jobs or default_jobs()} workers)"
-            run_local(to_run, finished, workers=options.jobs, run_id=run_id)
+            if to_run:
+                run_local(to_run, finished, workers=options.jobs, run_id=run_id)
         else:
             from .ray_executor import run_ray
 
             executor = f"ray {options.ray}" + (f" ({options.jobs} CPUs)" if options.ray == "local" and options.jobs else "")
-            run_ray(to_run, finished, address=options.ray, workers=options.jobs, run_id=run_id)
+            if to_run:  # nothing to run: no cluster to start or join
+                run_ray(to_run, finished, address=options.ray, workers=options.jobs, run_id=run_id)
     finally:
         if bar is not None:
             bar.close()
