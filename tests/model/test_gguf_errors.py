@@ -85,6 +85,20 @@ CASES = {
 }
 
 
+def test_merge_outside_the_vocabulary(source, tmp_path, capsys) -> None:
+    """The tokenizer is built when text is asked for: a merge naming a token that is not in the
+    vocabulary (the tokenizers library raises a bare Exception) is one located error too."""
+    from gguf_files import byte_level_vocab
+
+    metadata, _ = byte_level_vocab()
+    metadata["tokenizer.ggml.merges"] = metadata["tokenizer.ggml.merges"] + ["zzq qqz"]
+    path = write_gguf(tmp_path / "merges.gguf", source, GgufSpec(metadata=metadata))
+    code, text = run(["forward", str(path), "--mode", "prefill", "--prompt", "Once", "--golden", "none", "-q"],
+                     capsys)
+    assert_user_error(code, text, path, "cannot build a tokenizer from the metadata (tokenizer.ggml.model = 'gpt2'",
+                      "Token `zzq` out of vocabulary")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_malformed_file_is_one_located_error(case, source, tmp_path, capsys) -> None:
     spec, post, fragments = CASES[case]

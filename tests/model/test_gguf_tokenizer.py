@@ -46,7 +46,7 @@ def test_unknown_tokenizer_model_is_named(source, tmp_path) -> None:
     path = write_gguf(tmp_path / "odd.gguf", source,
                       GgufSpec(vocab=True, metadata={"tokenizer.ggml.model": "nonsense"}))
     with pytest.raises(UserError, match=r"odd\.gguf: cannot build a tokenizer from the metadata "
-                                        r"\(tokenizer\.ggml\.model = 'nonsense'\)"):
+                                        r"\(tokenizer\.ggml\.model = 'nonsense';"):
         load_gguf(path).prepared_tokenizer()
 
 

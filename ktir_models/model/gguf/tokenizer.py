@@ -30,7 +30,9 @@ def gguf_tokenizer(path: Path, has_tokens: bool, kind: str | None):
     except ImportError as exc:
         raise UserError(f"{path}: building the tokenizer from GGUF metadata needs transformers and gguf "
                         f"({exc})") from None
-    except (ValueError, KeyError, TypeError, IndexError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001  the tokenizers library raises bare Exception on bad data
+        if isinstance(exc, UserError):
+            raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"{path}: cannot build a tokenizer from the metadata ({MODEL_KEY} = {kind!r}): "
-                        f"{first}") from None
+        raise UserError(f"{path}: cannot build a tokenizer from the metadata ({MODEL_KEY} = {kind!r}; "
+                        f"tokenizer.ggml.tokens / merges / scores): {first}") from None
