@@ -204,10 +204,14 @@ def _reshape(b, op, plain):
 def _access_tile(b, op, plain):
     from .ops.ktdp import _anchor_fn, _tile_geometry, static_box
 
+    from .parse.tile_types import unfilled_fault
+
     c = b.c
     base = op.groups["base"][0]
     if b.varies(base) or op.groups["symbols"]:
         return None
+    if unfilled_fault(op, "access_tile_set", "access_tile_order") is not None:
+        return None  # the plain step (its fault, or nothing for an unused tile)
     s, order = op.attrs["access_tile_set"], op.attrs["access_tile_order"]
     box, perm, _, is_perm = _tile_geometry(s, order)
     if box is None or not is_perm or s.num_syms:

@@ -178,3 +178,16 @@ def test_reshaping_reduce_is_the_opt_in_reading() -> None:
     module = ktir.parse_text(DROPPED, "drop.mlir")
     ktir.verify(module, reshaping_reduce=True)
     _sum2(module)
+
+
+def test_loading_a_tile_with_unfilled_positions_faults() -> None:
+    """The pinned 1x4 variable space cannot fill a 4x4 tile: loading it is a clear fault, not
+    a silently mis-shaped tensor (masked tile positions are not modelled)."""
+    run = RUN.replace("1x4xindex> -> tensor<1x4xf16>", "4x4xindex> -> tensor<4x4xf16>")
+    run = run.split("\n")[0]  # the load alone
+    module = ktir.parse_text(gather(PINNED, "4x4").replace("%RUN", run), "unfilled.mlir")
+    ktir.verify(module)
+    m = ktir.Machine()
+    m.hbm.allocate_from(np.zeros((4, 4), np.int32), name="idx")
+    with pytest.raises(ktir.EmulationFault, match="fills 1x4 of the tile type's 4x4 positions"):
+        m.compile(module.function("gather")).run({"x": 0, "idx": 0, "y": 0, "n": 0})

@@ -690,8 +690,26 @@ def _tile_geometry(s: affine.AffineSet, order: affine.AffineMap):
     return box, perm, identity, order.permutation() is not None
 
 
+def _unfilled_step(c, op, set_key: str, order_key: str):
+    """A fault step for a used tile whose set leaves positions of its type unfilled
+    (parse/tile_types.py); None otherwise (an unused such tile is harmless)."""
+    from ..parse.tile_types import unfilled_fault
+
+    message = unfilled_fault(op, set_key, order_key)
+    if message is None or not c.users.get(id(op.result)):
+        return None
+
+    def step(env):
+        raise FaultSignal(message)
+
+    return step
+
+
 @register("ktdp.construct_access_tile")
 def build_access_tile(c, op):
+    unfilled = _unfilled_step(c, op, "access_tile_set", "access_tile_order")
+    if unfilled is not None:
+        return unfilled
     s: affine.AffineSet = op.attrs["access_tile_set"]
     order: affine.AffineMap = op.attrs["access_tile_order"]
     bm: affine.AffineMap = op.attrs["base_map"]
@@ -773,6 +791,9 @@ def _ordered_points(s: affine.AffineSet, order: affine.AffineMap):
 
 @register("ktdp.construct_indirect_access_tile")
 def build_indirect_tile(c, op):
+    unfilled = _unfilled_step(c, op, "variables_space_set", "variables_space_order")
+    if unfilled is not None:
+        return unfilled
     s: affine.AffineSet = op.attrs["variables_space_set"]
     order: affine.AffineMap = op.attrs["variables_space_order"]
     kinds = op.attrs["subscript_kinds"]

@@ -8,7 +8,8 @@ order a permutation, that is again a box, so the parser stores the clipped set a
 stage (verification, the plain, stacked and taped plans, the printer) sees one consistent tile.
 A set smaller than the type in some dimension (the type has positions no point of the set
 fills) is kept as written; such a tile verifies, and a load or store through it faults at run
-time: it would need masked tile positions, which the emulator does not model.
+time (:func:`unfilled_fault`): it would need masked tile positions, which the emulator does not
+model.
 """
 
 from __future__ import annotations
@@ -41,3 +42,25 @@ def clip_set_to_type(s, order, shape):
         cons.append((affine.add(("d", d), affine.const(-a)), False))
         cons.append((affine.add(affine.neg(("d", d)), affine.const(a + e - 1)), False))
     return affine.AffineSet(s.num_dims, 0, tuple(cons))
+
+
+def unfilled_fault(op, set_key: str, order_key: str) -> str | None:
+    """The fault message for a tile whose (constant box) set leaves positions of its result
+    type unfilled, or None (the set fills the type, or is not a constant box)."""
+    s, order = op.attrs.get(set_key), op.attrs.get(order_key)
+    shape = getattr(op.results[0].type, "shape", None) if op.results else None
+    if not isinstance(s, affine.AffineSet) or not isinstance(order, affine.AffineMap) or \
+            shape is None or any(d is None for d in shape):
+        return None
+    box = s.box_bounds()
+    perm = order.permutation()
+    if box is None or s.num_syms or perm is None or len(perm) != len(shape) or \
+            any(b.lo[0] != "c" or b.hi[0] != "c" for b in box):
+        return None
+    ext = [b.hi[1] - b.lo[1] + 1 for b in box]
+    filled = tuple(ext[p] for p in perm)
+    if all(f >= d for f, d in zip(filled, shape)):
+        return None
+    return (f"{set_key} fills {'x'.join(map(str, filled))} of the tile type's "
+            f"{'x'.join(map(str, shape))} positions: accessing a tile with unfilled (masked) "
+            "positions is not modelled")
