@@ -55,13 +55,17 @@ def run_and_print(ckpt: Any, spec: Any, weights: str, prompt: str | None, chat: 
         from tqdm import tqdm
 
         bar = tqdm(total=steps + 1, unit="pass", file=sys.stderr, leave=False, desc="generate")
-    if stream is not None:
-        print(stream.shown, end="", flush=True)
+    started = []
 
     def on_step(s) -> None:
         if bar is not None:
             bar.update(1)
-        if stream is not None and s.next_token not in eos:
+        if stream is None:
+            return
+        if not started:  # the prompt once the first pass is done (after any model loading messages)
+            print(stream.shown, end="", flush=True)
+            started.append(True)
+        if s.next_token not in eos:
             print(stream.push(s.next_token), end="", flush=True)
 
     start = time.perf_counter()

@@ -177,7 +177,12 @@ def _auto_tokenizer(directory: Path, vocab: int) -> TextTokenizer:
 def eos_token_ids(ckpt: Any, tokenizer: TextTokenizer | None = None) -> set[int]:
     """The ids that end a generation: ``generation_config.json``'s ``eos_token_id`` (an id or a
     list), else ``config.json``'s, else the tokenizer's; empty when none says (token-id mode with a
-    synthetic checkpoint generates exactly ``--steps``)."""
+    synthetic checkpoint generates exactly ``--steps``). A checkpoint that prepares its own
+    tokenizer (a GGUF file with a vocabulary) says its EOS there, so its tokenizer's comes first:
+    the folder around such a file may hold another model's configs."""
+    if tokenizer is not None and tokenizer.eos_id is not None and callable(getattr(ckpt, "prepared_tokenizer", None)) \
+            and tokenizer.source.endswith(" metadata"):
+        return {tokenizer.eos_id}
     directory = getattr(ckpt, "directory", None)
     for name in ("generation_config.json", "config.json"):
         path = Path(directory) / name if directory is not None else None

@@ -196,3 +196,22 @@ def test_generate_names_the_first_divergent_step(tmp_path, monkeypatch, capsys):
     assert "ours " in line and "transformers " in line and line.count("golden logit") == 2
     assert "near-tie band" in line
     assert "FAIL" in err
+
+
+@pytest.mark.slow
+def test_generate_from_a_gguf_file_uses_its_metadata_tokenizer(hf, tmp_path, capsys):
+    """stories260k written as an F16 GGUF with its vocabulary in the metadata and no tokenizer
+    files beside it: generate reads the prompt through the tokenizer the file describes (the
+    checkpoint's prepared_tokenizer()) and prints transformers' greedy text."""
+    import sys
+
+    pytest.importorskip("gguf")
+    sys.path.insert(0, str(REPO / "tests" / "model"))
+    from gguf_files import STORIES, GgufSpec, write_gguf
+
+    path = write_gguf(tmp_path / "stories.gguf", STORIES, GgufSpec(vocab=True))
+    assert [p.name for p in tmp_path.iterdir()] == ["stories.gguf"]
+    code, out, err = run(["generate", str(path), "--prompt", "Once upon a time", "--steps", "8", "-q"], capsys)
+    assert code == 0, out + err
+    assert out.splitlines()[1] == _greedy_text(hf, "Once upon a time", 9)
+    assert "check: the 9 tokens are identical to transformers' greedy generation" in out
