@@ -162,7 +162,12 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
     check_signatures(manifest)
 
     # Resolve the golden's source first: a wrong path or size fails before any heavy work.
+    if text_input is not None and golden_arg == "auto":
+        golden_arg = "live"  # a vendored golden (and its inputs) belongs to the fixture's own token ids
     choice, golden_path = _golden_choice(golden_arg, program)
+    if text_input is not None and choice in ("vendored", "file"):
+        raise UserError(f"--golden {golden_arg}: a stored golden holds the logits of other token ids than "
+                        f"{text_input.where}'s; use --golden live (or none) with text")
     golden = None
     if golden_path is not None:
         golden = golden_mod.read_f16_gz(golden_path, (m, cfg.vocab_size))

@@ -215,3 +215,17 @@ def test_generate_from_a_gguf_file_uses_its_metadata_tokenizer(hf, tmp_path, cap
     assert code == 0, out + err
     assert out.splitlines()[1] == _greedy_text(hf, "Once upon a time", 9)
     assert "check: the 9 tokens are identical to transformers' greedy generation" in out
+
+
+def test_text_refuses_a_stored_golden(tmp_path, capsys):
+    """A stored golden holds the logits of the ids it was made for: with text it is exit 2."""
+    from ktir_models.model.golden import write_f16_gz
+
+    program = tmp_path / "prog"
+    code, out, err = run(["emit", "stories260k", "--mode", "prefill", "--tokens", "4", "--out", str(program)], capsys)
+    assert code == 0, out + err
+    stored = tmp_path / "g.f16.gz"
+    write_f16_gz(stored, np.zeros((4, 512), dtype=np.float16))
+    code, out, err = run(["forward", "stories260k", "--program", str(program), "--prompt", "Once upon a time",
+                          "--golden", str(stored), "-q"], capsys)
+    assert code == 2 and "a stored golden holds the logits of other token ids" in err and "Traceback" not in err
