@@ -62,7 +62,7 @@ def _check_entry(path: Path, name: str, entry, data_bytes: int) -> dict:
     if not isinstance(entry, dict):
         raise _unreadable(path, f"{where}: header entry is not an object")
     dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
         raise _unreadable(path, f"{where}: unknown dtype {dtype!r}")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                 for d in shape):

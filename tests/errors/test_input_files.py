@@ -180,7 +180,10 @@ def _rewrite_header(path, edit):
      ["'model.norm.weight'", "needs 130 bytes"]),
     (lambda p: _rewrite_header(p, lambda h: h["model.norm.weight"].update(dtype="Q7")),
      ["unknown dtype 'Q7'"]),
-], ids=["short", "header-length", "offsets", "shape", "dtype"])
+    # found by the fuzz suite (KTIR_MODELS_FUZZ_RANDOM=1): a list where the dtype name belongs
+    (lambda p: _rewrite_header(p, lambda h: h["model.norm.weight"].update(dtype=["F16"])),
+     ["unknown dtype ['F16']"]),
+], ids=["short", "header-length", "offsets", "shape", "dtype", "dtype-list"])
 def test_corrupt_safetensors_header(tiny_model, tmp_path, corrupt, fragments):
     model = tmp_path / "M"
     shutil.copytree(tiny_model, model)

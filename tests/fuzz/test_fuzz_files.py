@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import shutil
 import struct
 import tempfile
@@ -26,8 +27,11 @@ BASE = settings(deadline=None, derandomize=True, database=None, print_blob=True,
 
 def fuzz(examples: int) -> settings:
     """Derandomized (the same cases on every run), no example database, no per-case deadline
-    (harness.py's time limit applies instead)."""
-    return settings(BASE, max_examples=examples)
+    (harness.py's time limit applies instead). For a longer hunt outside CI:
+    ``KTIR_MODELS_FUZZ_SCALE=N`` runs N times the cases, ``KTIR_MODELS_FUZZ_RANDOM=1`` new ones."""
+    scale = int(os.environ.get("KTIR_MODELS_FUZZ_SCALE", "1"))
+    return settings(BASE, max_examples=examples * scale,
+                    derandomize=os.environ.get("KTIR_MODELS_FUZZ_RANDOM") != "1")
 
 
 def _copy(src: Path, work: Path, name: str) -> Path:
