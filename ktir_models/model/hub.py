@@ -17,6 +17,9 @@ from ktir_models.errors import UserError
 
 # The files a llama checkpoint needs; tokenizer files and other formats are not downloaded.
 CHECKPOINT_PATTERNS = ["config.json", "*.safetensors", "model.safetensors.index.json"]
+#: The files of a tokenizer (what ``tokenizer.load_tokenizer`` asks the hub cache for).
+TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                      "special_tokens_map.json", "generation_config.json", "chat_template.jinja"]
 _TRUE = {"1", "on", "yes", "true"}
 
 
@@ -99,8 +102,6 @@ def tokenizer_dir(repo_id: str, revision: str | None, cache_dir: Path | None = N
     online), or ``None`` when they cannot be had: a checkpoint without its tokenizer still runs on
     token ids, so this is not an error here."""
     from huggingface_hub import snapshot_download
-
-    from ktir_models.model.tokenizer import TOKENIZER_PATTERNS
 
     try:
         return _cache_first(snapshot_download, repo_id, revision, cache_dir, allow_patterns=TOKENIZER_PATTERNS)

@@ -45,7 +45,7 @@ from ktir_models.errors import UserError
 from ktir_models.model.cache_temp import make_temp_dir, remove_stale_temps
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.safetensors_writer import DTYPES, TensorPlan, write_safetensors
-from ktir_models.model.weights import expected_shapes
+from ktir_models.model.checkpoint_shapes import expected_shapes
 
 RECIPE_VERSION = "2"
 QK_GAIN = 1.4

@@ -28,12 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ktir_models.errors import UserError
+from ktir_models.model.hub import TOKENIZER_PATTERNS  # noqa: F401  (what load_tokenizer fetches; the hub client owns the list)
 
 #: Files that make a directory hold a tokenizer transformers can load offline.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
-#: What :func:`load_tokenizer` asks the hub cache for.
-TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                      "special_tokens_map.json", "generation_config.json", "chat_template.jinja"]
 
 
 @dataclass

@@ -20,27 +20,12 @@ import numpy as np
 
 from ktir_models.errors import UserError
 from ktir_models.ktir.machine import f16_all_finite
+from ktir_models.model.checkpoint_shapes import EMBED, LM_HEAD, expected_shapes  # noqa: F401  (re-exported)
 from ktir_models.model.config import ModelConfig
-from ktir_models.model.families.tensors import layer_tensor_shapes
 
 INDEX_FILE = "model.safetensors.index.json"
-EMBED = "model.embed_tokens.weight"
-LM_HEAD = "lm_head.weight"
 # Element types we convert to f16; anything else (int8, f8 ...) is not a plain llama checkpoint.
 CONVERTIBLE = {"F16", "BF16", "F32", "F64"}
-
-
-def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every tensor a checkpoint of ``cfg`` must hold, with its PyTorch shape (per-layer names and
-    the family's extra tensors: ``families/tensors.py``). A tied checkpoint may also hold
-    ``lm_head.weight``; it is checked when present."""
-    h = cfg.hidden_size
-    shapes: dict[str, tuple[int, ...]] = {EMBED: (cfg.vocab_size, h)}
-    for layer in range(cfg.num_hidden_layers):
-        shapes.update(layer_tensor_shapes(cfg, layer))
-    shapes["model.norm.weight"] = (h,)
-    shapes[LM_HEAD] = (cfg.vocab_size, h)
-    return shapes
 
 
 def _safe_open(path: Path):

@@ -20,7 +20,7 @@ import numpy as np
 
 from ktir_models.errors import UserError
 from ktir_models.model.config import ModelConfig
-from ktir_models.model.weights import EMBED, LM_HEAD, expected_shapes
+from ktir_models.model.checkpoint_shapes import EMBED, LM_HEAD, expected_shapes
 
 from . import names
 from .config import config_from_gguf
