@@ -166,6 +166,8 @@ def main() -> int:
                         help="native transformers in float32 (default) or bfloat16 (models whose f32 copy does not fit)")
     parser.add_argument("--native-after", action="store_true",
                         help="release the emulator (machine, HBM, plans) before loading the native model")
+    parser.add_argument("--skip-one-thread", action="store_true",
+                        help="do not also time the native pass with one torch thread (large models: minutes a pass)")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
     parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
     parser.add_argument("--device", default="auto",
@@ -244,14 +246,16 @@ def main() -> int:
     # Also one torch thread: on a machine shared with other jobs, torch's two OpenMP threads can
     # wait on each other for whole scheduler slices (measured here: a 576x1536 GEMV 16 ms with two
     # threads, 0.6 ms with one), which makes the primary figure meaningless there.
-    torch.set_num_threads(1)
-    timed_native()
-    native_1t = [timed_native() for _ in range(args.repeat)]
-    torch.set_num_threads(threads)
+    native_1t: list[float] = []
+    if not args.skip_one_thread:
+        torch.set_num_threads(1)
+        timed_native()
+        native_1t = [timed_native() for _ in range(args.repeat)]
+        torch.set_num_threads(threads)
 
     emulated_ms = 1e3 * statistics.median(emulated)
     native_ms = 1e3 * statistics.median(native)
-    native_1t_ms = 1e3 * statistics.median(native_1t)
+    native_1t_ms = 1e3 * statistics.median(native_1t) if native_1t else None
     compile_s = timings.parse + timings.compile
     figures = {
         "model": spec.name,
@@ -274,7 +278,7 @@ def main() -> int:
         "native_ms": native_ms,
         "ratio": emulated_ms / native_ms,
         "native_1thread_ms": native_1t_ms,
-        "ratio_1thread": emulated_ms / native_1t_ms,
+        "ratio_1thread": emulated_ms / native_1t_ms if native_1t_ms else None,
         "compile_s": compile_s,
         "parse_s": timings.parse,
         "marshal_s": timings.marshal,
@@ -298,8 +302,9 @@ def main() -> int:
     print(f"native {args.native_dtype:<8}{native_ms:9.1f} ms per pass (median of {args.repeat}, transformers eager"
           + (", loaded after the emulator released its HBM)" if args.native_after else ")"))
     print(f"ratio          {figures['ratio']:9.2f}  (emulated / native)")
-    print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
-          f"ratio {figures['ratio_1thread']:.2f}")
+    if native_1t_ms is not None:
+        print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
+              f"ratio {figures['ratio_1thread']:.2f}")
     print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {timings.parse:.2f} s)")
     print(f"marshal        {timings.marshal:9.2f} s")
     print(f"peak RSS       {emulator_rss / GIB:9.2f} GiB emulator (f16 weights "
