@@ -18,7 +18,8 @@ from __future__ import annotations
 from . import affine
 from .ir import (DenseConstant, Function, MemorySpace, Module, Op, Region, ScalarType,
                  TensorType, TileFutureType, Value)
-from .parse.generic_form import CMPF_PREDICATES, CMPI_PREDICATES, DYNAMIC_SENTINEL
+from .parse.generic_form import (CMPF_PREDICATES, CMPI_PREDICATES, DYNAMIC_SENTINEL, Opaque,
+                                 Typed)
 from .parse.ops_frontend import EXTRACT_KINDS
 
 # attributes the parser rebuilds from the operand types of the generic form
@@ -114,6 +115,10 @@ def attr_text(v) -> str:
         return str(v)
     if isinstance(v, DenseConstant):
         return _dense(v)
+    if isinstance(v, Opaque):  # a dialect attribute kept as written (unregistered ops)
+        return v.text
+    if isinstance(v, Typed):
+        return f"{attr_text(v.value)} : {type_text(v.type)}"
     return type_text(v)
 
 

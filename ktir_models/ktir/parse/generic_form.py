@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import affine
-from ..ir import (INDEX, AccessTileType, DenseConstant, Function, MemorySpace, Op, ScalarType, TensorType,
-                  Value)
+from ..ir import AccessTileType, DenseConstant, Function, Op, ScalarType, Value
 from .ops_frontend import EXTRACT_KINDS, function_type
 from .tile_types import clip_set_to_type
 
@@ -535,5 +534,4 @@ def parse_function(p) -> Function:
 
 
 __all__ = ["parse_op", "parse_function", "attribute", "dictionary", "Typed", "Opaque",
-           "DYNAMIC_SENTINEL", "CMPI_PREDICATES", "CMPF_PREDICATES", "default_order", "INDEX",
-           "TensorType", "MemorySpace"]
+           "DYNAMIC_SENTINEL", "CMPI_PREDICATES", "CMPF_PREDICATES", "default_order"]

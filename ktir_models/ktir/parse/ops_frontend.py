@@ -7,7 +7,7 @@ fills ``op`` (operands, groups, attrs, regions) and returns the result types.
 
 from __future__ import annotations
 
-from ..ir import INDEX, AccessTileType, Op, RuntimeArgType, Value
+from ..ir import INDEX, Op, RuntimeArgType, Value
 from . import types as frontend_types
 
 EXTRACT_KINDS = ("value", "granularity", "upperbound")
@@ -29,8 +29,8 @@ def _runtime_arg_type(p):
         p.pos += 1
         return frontend_types.runtime_arg("".join(parts), lambda m, _o=0: p.fail(m, i))
     t = p.parse_type()
-    if isinstance(t, AccessTileType):  # cannot happen after the checks above; keep it explicit
-        p.fail("expected a runtime_arg type", i)
+    if not isinstance(t, RuntimeArgType):
+        p.fail(f"expected a runtime_arg type, found {t}", i)
     return t
 
 
@@ -162,4 +162,4 @@ HANDLERS = {
     "scf.reduce.return": h_reduce_return,
 }
 
-__all__ = ["HANDLERS", "EXTRACT_KINDS", "RuntimeArgType", "function_type"]
+__all__ = ["HANDLERS", "EXTRACT_KINDS", "function_type"]
