@@ -297,7 +297,7 @@ def _access(cache: dict, st: StackedTile, hbm) -> _Access:
     hi = np.asarray(view.hi, np.int64)
     ext = np.asarray(st.ext, np.int64)
     if (ext <= 0).any() or (los < lo).any() or (los + ext - 1 > hi).any():
-        raise _Fallback  # outside the coordinate set: the per-core run raises the fault
+        raise _Fallback  # outside the coordinate set: the per-core run masks those points
     local = los - lo
     nd = view.nd
     if (local + ext > np.asarray(nd.shape, np.int64)).any():
