@@ -79,6 +79,8 @@ def forward(
     if program is None:
         if text_input is not None and tokens is None:  # our program runs the whole text: m = its length
             tokens, mode = _text_pass_shape(text_input, mode, past)
+        elif text_input is not None and mode is None:
+            mode = "decode" if tokens == 1 else "prefill"
         program = _emit(model, mode, tokens, past)
     elif past:
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")

@@ -81,10 +81,10 @@ def _assert_real_text_pass(doc, ids, past, m):
 def test_forward_on_real_text(hf, story_file, m, backend, tmp_path, capsys):
     ids = hf[0](STORY)["input_ids"]
     assert len(ids) > 33
-    mode = "decode" if m == 1 else "prefill"
-    code, out, err, doc = _forward(capsys, tmp_path, "--text", str(story_file), "--mode", mode, "--tokens", str(m),
+    code, out, err, doc = _forward(capsys, tmp_path, "--text", str(story_file), "--tokens", str(m),
                                    "--backend", backend, "--device", "cpu")
     assert code == 0, out + err
+    assert doc["mode"] == ("decode" if m == 1 else "prefill")  # inferred from m, as for the text's length
     assert "text     " in out and "ppl      golden" in out
     _assert_real_text_pass(doc, ids, 0, m)
     assert doc["backend"] == backend
