@@ -93,8 +93,11 @@ def generate(
     check_seed(seed)
     array_backend = build_backend(backend, device)
     spec = resolve_model(model)
-    if tokens is not None:  # a --prompt's length is checked once it is tokenised
-        check_positions(spec.config, spec.name, past=0, tokens=tokens + steps, what="--tokens + --steps")
+    if prompt is None:  # a --prompt's length is checked once it is tokenised (generate_output.py)
+        from .generate_output import DEFAULT_TOKENS
+
+        check_positions(spec.config, spec.name, past=0, tokens=(tokens or DEFAULT_TOKENS) + steps,
+                        what="--tokens + --steps")
     ckpt = get_checkpoint(spec, weights, seed=seed)
     from .generate_output import run_and_print
 

@@ -56,6 +56,8 @@ def test_emit_and_generate_positions(tiny_model, tmp_path):
     r = run_cli("generate", tiny_model, "--weights", tiny_model, "--tokens", "250", "--steps", "10",
                 "--golden", "none")
     assert_user_error(r, "--tokens + --steps = 260", "'max_position_embeddings' = 256")
+    r = run_cli("generate", tiny_model, "--weights", tiny_model, "--steps", "1000000000", "--golden", "none")
+    assert_user_error(r, "--tokens + --steps = 1000000008")  # the default 8 prompt tokens
     r = run_cli("generate", tiny_model, "--weights", "synthetic", "--seed", "-5", "--golden", "none")
     assert_user_error(r, "--seed -5")
 
