@@ -407,8 +407,14 @@ class _Parser:
             if self.kind() == "string" and self.peek() == '"func.func"':
                 fn = generic_form.parse_function(self)
             elif self.kind() == "string" and self.peek() == '"builtin.module"' and not braced:
-                self.pos += 1  # "builtin.module"() ({ ... }) : () -> ()
-                for t in ("(", ")", "(", "{"):
+                self.pos += 1  # "builtin.module"() [<{sym_name = ...}>] ({ ... }) : () -> ()
+                self.expect("(", "in the generic form of builtin.module")
+                self.expect(")", "in the generic form of builtin.module")
+                if self.peek() == "<" and self.peek(1) == "{":
+                    self.pos += 1
+                    generic_form.dictionary(self)  # its name and attributes: nothing to run
+                    self.expect(">", "closing the module's properties")
+                for t in ("(", "{"):
                     self.expect(t, "in the generic form of builtin.module")
                 if self.kind() == "label":  # ^bb0:
                     self.pos += 1
