@@ -76,14 +76,22 @@ def tree_digest(*paths: Path) -> dict[str, str]:
 @contextlib.contextmanager
 def private_environment(cache_dir: Path):
     """A private ``KTIR_MODELS_CACHE``, no native kernel build (``KTIR_MODELS_NATIVE=0``: these
-    suites are about refusals, not numerics) and an offline hub, restored on exit."""
+    suites are about refusals, not numerics) and an offline hub, restored on exit. The kernel's
+    load decision is per process, so it is forgotten on entry and on exit: the suites after
+    these load the kernel under their own environment."""
     import pytest
+
+    from ktir_models.ktir.backends import seqmm
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KTIR_MODELS_CACHE", str(cache_dir))
         mp.setenv("KTIR_MODELS_NATIVE", "0")
         mp.setenv("HF_HUB_OFFLINE", "1")
-        yield
+        seqmm._reset()
+        try:
+            yield
+        finally:
+            seqmm._reset()
 
 
 def emit_tiny_program(model: Path, parent: Path) -> Path:
