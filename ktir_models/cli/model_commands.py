@@ -72,7 +72,7 @@ def forward(
         raise UserError(f"--tokens {tokens}: expected a positive integer")
     check_seed(seed)
     if json_path is not None:
-        check_json_target(json_path, force=force)
+        check_json_target(json_path, force=force, inputs=_named_inputs(program, golden, weights))
     array_backend = build_backend(backend, device)  # an unavailable device fails here, first
 
     text_input = _text_input(model, weights, seed, prompt, text)
@@ -269,6 +269,19 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         near_ties=near_ties,
         text=text_doc,
     )
+
+
+def _named_inputs(program: Path | None, golden: str, weights: str) -> list[Path]:
+    """The files the arguments name before anything is loaded (--program's, a --golden file, a
+    --weights file or directory's): --json naming one is refused as an input, with or without
+    --force. The full list follows once the checkpoint is resolved (_refuse_input_as_output)."""
+    paths = [] if golden in GOLDEN_KEYWORDS or not Path(golden).is_file() else [Path(golden)]
+    for arg in (program, None if weights in ("hub", "synthetic") else Path(weights)):
+        if arg is not None and Path(arg).is_dir():
+            paths += [p for p in Path(arg).iterdir() if p.is_file()]
+        elif arg is not None and Path(arg).is_file():
+            paths.append(Path(arg))
+    return paths
 
 
 def _refuse_input_as_output(json_path: Path, manifest, golden_path: Path | None, ckpt) -> None:

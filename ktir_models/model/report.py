@@ -186,12 +186,12 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def check_json_target(path: Path, force: bool = False) -> None:
-    """Fail early (before any work) if ``--json`` cannot be written, or would replace a file that
-    is not JSON without ``force`` (ktir_models/outputs.py)."""
+def check_json_target(path: Path, force: bool = False, inputs=()) -> None:
+    """Fail early (before any work) if ``--json`` cannot be written, names one of ``inputs``, or
+    would replace a file that is not JSON without ``force`` (ktir_models/outputs.py)."""
     from ..outputs import JSON, check_output_target
 
-    check_output_target(path, "--json", JSON, force=force)
+    check_output_target(path, "--json", JSON, force=force, inputs=inputs)
 
 
 def write_json(path: Path, report: ForwardReport) -> None:
