@@ -37,20 +37,21 @@ def with_sections(report, **sections) -> _Doc:
 
 
 def forward_extras(report, model: str, program: Path, weights: str, seed: int = 0, *,
-                   latency: bool = False, diagnose: bool = False, backend=None) -> dict:
+                   latency: bool = False, diagnose: bool = False, backend=None, parsed=None) -> dict:
     """What `forward --latency` / `forward --diagnose` add after the forward's own report: print
     the latency table (every node) and, when the forward failed its golden, the diagnosis (run on
-    the forward's array ``backend``). Returns the JSON sections to add to the forward's report
-    (see :func:`with_sections`)."""
+    the forward's array ``backend``). ``parsed``: the forward's parsed program
+    (``model/program.py``), reused so that the program is read and parsed once per run. Returns
+    the JSON sections to add to the forward's report (see :func:`with_sections`)."""
     sections: dict = {}
     if latency:
-        result = program_latency(program)
+        result = program_latency(program, parsed=parsed)
         print(result.render())
         sections["latency"] = result.as_dict()
     failed = getattr(report, "metrics", None) is not None and not getattr(report, "passed", True)
     if diagnose and failed:
         try:
-            found = diagnose_program(model, program, weights, seed, backend=backend)
+            found = diagnose_program(model, program, weights, seed, backend=backend, parsed=parsed)
         except UserError as exc:  # e.g. a program whose KV prefix the host cannot bind alone
             print(f"diagnose: not available for this program: {exc}")
             sections["diagnose"] = {"error": str(exc)}
@@ -61,21 +62,25 @@ def forward_extras(report, model: str, program: Path, weights: str, seed: int = 
 
 
 def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None,
-                     backend=None, lx_model: str = "allocator"):
+                     backend=None, lx_model: str = "allocator", parsed=None):
     """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run) on the
-    array ``backend`` (a back-end object; default numpy)."""
+    array ``backend`` (a back-end object; default numpy). ``parsed``: the program already loaded,
+    validated and parsed (by the forward), not read again."""
     from ..model.diagnose import diagnose as run_diagnose
     from ..model.manifest import check_signatures, load_manifest, validate
     from ..model.registry import resolve_model
     from ..model.weights import get_checkpoint
 
     spec = resolve_model(model)
-    manifest = load_manifest(program)
-    validate(manifest, spec.config)
-    check_signatures(manifest)
+    if parsed is not None:
+        manifest = parsed.manifest
+    else:
+        manifest = load_manifest(program)
+        validate(manifest, spec.config)
+        check_signatures(manifest)
     ckpt = get_checkpoint(spec, weights, seed=seed)
     return run_diagnose(manifest, spec.config, ckpt, checks=checks, backend=backend,
-                        lx_model=lx_model)
+                        lx_model=lx_model, parsed=parsed)
 
 
 def _check_json(json_path: Path | None, program: Path, force: bool = False) -> None:
@@ -103,24 +108,16 @@ def _hardware(cores: int, clock_ghz: float, hbm_tb_s: float, pipeline: str):
         raise UserError(f"latency parameters: {exc}") from None
 
 
-def program_latency(program: Path, params=None):
+def program_latency(program: Path, params=None, parsed=None):
     """The latency model of a fixture directory's nodes, in manifest order (used by `latency`
-    and `forward --latency`)."""
-    from .. import ktir
+    and `forward --latency`; ``parsed``: the program already parsed, not read again)."""
     from ..ktir.latency import model_latency
     from ..model.manifest import load_manifest
+    from ..model.program import parse_program
 
-    manifest = load_manifest(program)
-    modules: dict[str, object] = {}
-    functions = []
-    for i, node in enumerate(manifest.nodes):
-        if node.mlir not in modules:
-            modules[node.mlir] = ktir.load_module(manifest.directory / node.mlir)
-        fn = modules[node.mlir].functions.get(node.fn)
-        if fn is None:
-            raise UserError(f"manifest.json: nodes[{i}].fn: no function @{node.fn} in {node.mlir}")
-        functions.append((f"node{i}", fn))
-    return model_latency(functions, params)
+    if parsed is None:  # the roofline reads the functions only: their argument names are not checked
+        parsed = parse_program(load_manifest(program), check_arguments=False)
+    return model_latency(parsed.named_functions(), params)
 
 
 @app.command()

@@ -84,13 +84,13 @@ def forward(
         program = _emit(model, mode, tokens, past)
     elif past:
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
-    report = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path,
-                      array_backend, lx_model, text_input=text_input)
+    report, parsed = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path,
+                              array_backend, lx_model, text_input=text_input)
     print(report.render())
     from .diagnose_commands import forward_extras, with_sections  # --latency / --diagnose
 
     sections = forward_extras(report, model, program, weights, seed, latency=latency, diagnose=diagnose,
-                              backend=array_backend)
+                              backend=array_backend, parsed=parsed)
     if json_path is not None:
         write_json(json_path, with_sections(report, **sections) if sections else report)
     if report.metrics is not None and not report.passed:
@@ -141,11 +141,13 @@ def _text_pass_shape(text_input, mode, past):
 
 def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet, json_path=None,
              array_backend=None, lx_model="allocator", text_input=None):
-    """The forward and its report; the emulator computes on ``array_backend`` (default numpy).
+    """The forward's report and its parsed program (the one parse of the run, reused by
+    --latency and --diagnose); the emulator computes on ``array_backend`` (default numpy).
     With ``text_input`` (a tokenised text) the pass reads its ids instead of the synthetic ones and
     the report adds teacher-forced text metrics."""
     from ..model import golden as golden_mod
     from ..model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
+    from ..model.emitted import is_emitted
     from ..model.manifest import check_signatures, load_manifest, validate
     from ..model.registry import resolve_model
     from ..model.report import REL_TOLERANCE, ForwardReport, judge
@@ -186,15 +188,15 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
 
         ids, prefix = text_input.pass_ids(pass_.past, m, str(program))
         pass_ = replace(pass_, token_ids=ids, prefix_ids=prefix)
-    if pass_.past and manifest.extras.get("format") == "ktir-models/1":
+    if pass_.past and is_emitted(manifest):
         # Our programs continue a real KV cache: our own prefill program writes it (emit docs).
         from ..model.emit.generation import prefill_cache_inputs
 
-        vendored = {**prefill_cache_inputs(ckpt, program, backend=array_backend, prefix_ids=pass_.prefix_ids),
+        vendored = {**prefill_cache_inputs(ckpt, manifest, backend=array_backend, prefix_ids=pass_.prefix_ids),
                     **vendored}
 
     runner = Runner(manifest, show_progress=not quiet, backend=array_backend, lx_model=lx_model)
-    runner.load()
+    parsed = runner.load().parsed
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, cfg, ckpt, pass_, vendored)
     result = None
@@ -233,7 +235,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         metrics = _metrics_dict(met)
 
     t = runner.timings
-    return ForwardReport(
+    report = ForwardReport(
         model=spec.name,
         program=str(program),
         mode=manifest.mode,
@@ -269,6 +271,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         near_ties=near_ties,
         text=text_doc,
     )
+    return report, parsed
 
 
 def _named_inputs(program: Path | None, golden: str, weights: str) -> list[Path]:

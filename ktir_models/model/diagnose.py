@@ -392,14 +392,16 @@ def first_jump(errors: list[NodeError]) -> NodeError | None:
 
 def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = None,
              reference: dict | None = None, show_progress: bool = False,
-             backend: Any = None, lx_model: str = "allocator") -> DiagnoseReport:
+             backend: Any = None, lx_model: str = "allocator", parsed: Any = None) -> DiagnoseReport:
     """Run ``manifest``'s program on ``ckpt`` and compare every mapped node with transformers.
 
     ``checks`` (optional) is passed to the emulator's machine as its checking mode (its warnings,
     masked accesses included, are reported per node); ``reference``
     (optional) reuses captured tensors (tests and notebooks diagnosing several copies);
     ``backend`` (optional) is the emulator's array back end (default numpy; see ktir.backends);
-    ``lx_model`` how the machine counts LX (docs/emulator.md, "LX accounting").
+    ``lx_model`` how the machine counts LX (docs/emulator.md, "LX accounting"); ``parsed``
+    (optional) is ``manifest``'s program already parsed (``program.ParsedProgram``, e.g. the
+    forward's), compiled here on the diagnosis's own machine without parsing it again.
     """
     from .. import ktir
     from .bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
@@ -413,7 +415,7 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
     if checks is not None:
         machine.checks = checks
     runner = Runner(manifest, machine=machine, show_progress=show_progress)
-    runner.load()
+    parsed = runner.load(parsed).parsed
     runner.marshal(ckpt)
     vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
     inputs = bind_pass_inputs(manifest, cfg, ckpt, spec, vendored)
@@ -436,8 +438,7 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
     culprit = None
     bad = first_jump(errors)
     if bad is not None:
-        module = ktir.load_module(manifest.directory / manifest.nodes[bad.node].mlir)
-        culprit = locate(manifest, bad, module)
+        culprit = locate(manifest, bad, parsed.module(bad.node))
     unmapped = [i for i, r in enumerate(roles) if r is None]
     node_of = {}
     for i, node in enumerate(manifest.nodes):

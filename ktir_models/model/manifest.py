@@ -80,11 +80,15 @@ class SourceDecl:
 
 @dataclass(frozen=True)
 class NodeArg:
-    """One kernel argument: the ``index`` argument ``name`` receives the address of ``tensor``."""
+    """One kernel argument: the ``index`` argument ``name`` receives the address of ``tensor``, or,
+    for a host scalar (``scalar``, e.g. ``position``; then ``tensor`` is None), that scalar's value.
+    Host scalars appear only in manifests loaded with ``host_scalars=True`` (our emitter's
+    dynamic-position programs, run by a session); a forward's manifest has none."""
 
     name: str
-    tensor: int
+    tensor: int | None
     is_output: bool
+    scalar: str | None = None
 
 
 @dataclass(frozen=True)
@@ -209,8 +213,9 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def load_manifest(directory: Path | str) -> Manifest:
-    """Read ``<directory>/manifest.json`` into a :class:`Manifest` and check its structure."""
+def load_manifest(directory: Path | str, host_scalars: bool = False) -> Manifest:
+    """Read ``<directory>/manifest.json`` into a :class:`Manifest` and check its structure.
+    ``host_scalars``: accept scalar node arguments (see :class:`NodeArg`)."""
     directory = Path(directory)
     path = directory / MANIFEST_FILE
     if not directory.is_dir():
@@ -223,11 +228,12 @@ def load_manifest(directory: Path | str) -> Manifest:
         doc = read_json(path, "manifest")  # bounded: depth, number size, file size
     except InputFileError as exc:
         raise ManifestError(str(exc)) from None
-    return manifest_from_dict(doc, directory, where=MANIFEST_FILE)
+    return manifest_from_dict(doc, directory, where=MANIFEST_FILE, host_scalars=host_scalars)
 
 
-def manifest_from_dict(doc: Any, directory: Path, where: str = MANIFEST_FILE) -> Manifest:
-    """Build and structurally check a manifest from its parsed JSON document."""
+def manifest_from_dict(doc: Any, directory: Path, where: str = MANIFEST_FILE, host_scalars: bool = False) -> Manifest:
+    """Build and structurally check a manifest from its parsed JSON document (``host_scalars``:
+    see :func:`load_manifest`)."""
     r = _Reader(where)
     doc = r.obj(doc, "(top level)")
 
@@ -272,6 +278,10 @@ def manifest_from_dict(doc: Any, directory: Path, where: str = MANIFEST_FILE) ->
         for j, a in enumerate(r.lst(r.required(n, "args", p), f"{p}.args")):
             q = f"{p}.args[{j}]"
             a = r.obj(a, q)
+            if "scalar" in a and "tensor" not in a and host_scalars:
+                args.append(NodeArg(name=r.str_(r.required(a, "name", q), f"{q}.name"), tensor=None,
+                                    is_output=False, scalar=r.str_(a["scalar"], f"{q}.scalar")))
+                continue
             if "scalar" in a and "tensor" not in a:
                 raise r.fail(
                     q, f"scalar argument {a['scalar']!r}: programs with host scalars (dynamic position) "
@@ -375,6 +385,8 @@ def _check_structure(m: Manifest, r: _Reader) -> None:
             if a.name in names:
                 raise r.fail(f"{q}.name", f"duplicate argument name {a.name!r}")
             names.add(a.name)
+            if a.tensor is None:  # a host scalar: no tensor to check
+                continue
             known(a.tensor, f"{q}.tensor")
             if a.is_output:
                 # KV caches (prefix_k/prefix_v) may be updated in place by our emitted programs.
@@ -385,7 +397,7 @@ def _check_structure(m: Manifest, r: _Reader) -> None:
                     f"{q}.tensor",
                     f"tensor {a.tensor} is read before any node produces it (not a source or the mask)",
                 )
-        produced.update(a.tensor for a in n.args if a.is_output)
+        produced.update(a.tensor for a in n.args if a.is_output and a.tensor is not None)
     if m.result not in produced:
         raise r.fail("result", f"tensor {m.result} is never produced by a node")
 

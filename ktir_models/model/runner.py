@@ -3,7 +3,9 @@
 Life cycle (each step once, passes many times):
 
 1. :meth:`Runner.load` parses and verifies every node file, checks each node's function and
-   argument names, and compiles each function into a plan (reused by every pass).
+   argument names, and compiles each function into a plan (reused by every pass): a
+   :class:`~.program.LoadedProgram` (``program.py``), from a given parsed program when the caller
+   already has one.
 2. :meth:`Runner.marshal` streams the checkpoint's weights into HBM, one tensor at a time, and
    allocates every other tensor (activations, per-pass inputs, the mask) once. Weights stay resident.
 3. :meth:`Runner.run` writes one pass's inputs into their resident buffers, runs the nodes in
@@ -33,7 +35,8 @@ import numpy as np
 from .. import ktir
 from ..errors import UserError
 from .bindings import check_weight_shapes, input_tensor_ids, load_weight
-from .manifest import MANIFEST_FILE, Manifest, Signature, check_node_arguments
+from .manifest import MANIFEST_FILE, Manifest
+from .program import LoadedProgram, ParsedProgram, parse_program
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class Runner:
             ktir.Machine(backend=backend if backend is not None else "numpy", lx_model=lx_model)
         self.show_progress = show_progress
         self.timings = Timings()
+        self.program: LoadedProgram | None = None
         self._plans: list[Any] = []
         self._buffers: dict[int, Any] = {}
         self._node_args: list[dict[str, int]] = []
@@ -101,32 +105,19 @@ class Runner:
 
     # ------------------------------------------------------------------ phase 1: parse + compile
 
-    def load(self) -> None:
-        """Parse, verify and compile every node; check every node's function and arguments."""
+    def load(self, parsed: ParsedProgram | None = None) -> LoadedProgram:
+        """Parse, verify and compile every node; check every node's function and arguments.
+        ``parsed``: this manifest's program, already parsed (its parse is not repeated; its
+        parse seconds are reported)."""
+        if parsed is not None and parsed.manifest is not self.manifest:
+            raise ValueError("Runner.load: the parsed program belongs to another manifest")
         with ktir.bulk_load():
-            self._load()
-
-    def _load(self) -> None:
-        start = time.perf_counter()
-        modules: dict[str, Any] = {}
-        functions = []
-        for i, node in enumerate(self.manifest.nodes):
-            path = self.manifest.directory / node.mlir
-            if node.mlir not in modules:
-                modules[node.mlir] = ktir.load_module(path)
-            module = modules[node.mlir]
-            fn = module.functions.get(node.fn)
-            signature = None
-            if fn is not None:
-                loc = getattr(fn, "loc", None)
-                signature = Signature(node.fn, tuple(fn.arg_names), getattr(loc, "line", 0), getattr(loc, "col", 0))
-            check_node_arguments(i, node, signature, path)
-            functions.append(fn)
-        self.timings.parse = time.perf_counter() - start
-
-        start = time.perf_counter()
-        self._plans = [self.machine.compile(fn) for fn in functions]
-        self.timings.compile = time.perf_counter() - start
+            parsed = parsed if parsed is not None else parse_program(self.manifest)
+            self.program = parsed.compile(self.machine)
+        self.timings.parse = parsed.seconds
+        self.timings.compile = self.program.compile_seconds
+        self._plans = list(self.program.plans)
+        return self.program
 
     # ------------------------------------------------------------------ phase 2: marshal
 
@@ -147,16 +138,17 @@ class Runner:
                 continue
             self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
             self.hbm_bytes += 2 * t.rows * t.cols
-        # Addresses never change after marshalling: bind each node's arguments once.
-        self._node_args = [{a.name: self._buffers[a.tensor].address for a in n.args} for n in self.manifest.nodes]
+        self._node_args = []  # bound at the first pass (addresses never change after this)
         self.timings.marshal = time.perf_counter() - start
 
     # ------------------------------------------------------------------ phase 3: passes
 
     def run(self, inputs: dict[int, np.ndarray]) -> PassResult:
         """One pass: write ``inputs`` (every per-pass input tensor) and run the nodes in order."""
-        if not self._plans or not self._buffers:
+        if self.program is None or not self._buffers:
             raise RuntimeError("Runner.run before load() and marshal()")
+        if not self._node_args:
+            self._node_args = self.program.bind({tid: buf.address for tid, buf in self._buffers.items()})
         missing = [tid for tid in self._input_ids if tid not in inputs]
         if missing:
             raise UserError(f"{MANIFEST_FILE}: no host value for input tensor {missing[0]}")

@@ -8,14 +8,15 @@ wrote, never host-made.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from ..emitted import emitted_fields
 from ..inputs import golden_token_ids
+from ..manifest import Manifest, load_manifest
 from .api import cached_program
 from .session import PassOutput, Session
 
@@ -144,29 +145,31 @@ def forward_after_prefill(ckpt: Any, name: str, mode: str, tokens: int, past: in
     return session.run(program, np.asarray(ids), past=past), ids
 
 
-def prefill_cache_inputs(ckpt: Any, program_dir: Path, backend: Any = None,
+def prefill_cache_inputs(ckpt: Any, program: Path | Manifest, backend: Any = None,
                          prefix_ids: np.ndarray | None = None) -> dict[int, np.ndarray]:
     """The KV cache a decode-after-prefill program of ours expects, made by our own prefill.
 
-    For an emitted program with ``past = P > 0`` (``program_dir``), run our prefill program (m = P,
+    For an emitted program with ``past = P > 0`` (``program``: its directory, or its manifest
+    already loaded, which is then not read again), run our prefill program (m = P,
     same capacity) over ``prefix_ids`` (default: the golden-convention prefix ids; a real text's
     first P tokens with ``forward --prompt``) and return ``{tensor id: cache}`` for
     every ``prefix_k``/``prefix_v`` tensor of that program (f16 ``[C, kv_dim]``, rows ``>= P``
     zero) — ready to bind as the host values of those tensors. Empty for ``P = 0``. The prefill
     runs on ``backend`` (see :class:`~.session.Session`), the one the measured pass will use.
     """
-    doc = json.loads((Path(program_dir) / "manifest.json").read_text(encoding="utf-8"))
-    past, capacity = int(doc["past"]), int(doc["capacity"])
+    manifest = program if isinstance(program, Manifest) else load_manifest(program, host_scalars=True)
+    fields = emitted_fields(manifest)
+    past, capacity = fields.past, fields.capacity
     if past == 0:
         return {}
     cfg = ckpt.config
     session = Session(ckpt, backend=backend)
-    prefill = session.load(cached_program(cfg, "prefill", past, 0, capacity=capacity, name=doc.get("model", "model")))
+    prefill = session.load(cached_program(cfg, "prefill", past, 0, capacity=capacity, name=fields.model))
     if prefix_ids is None:
         prefix_ids = golden_token_ids(past, cfg.vocab_size)
     session.run(prefill, np.asarray(prefix_ids, dtype=np.int64), past=0)
     out: dict[int, np.ndarray] = {}
-    for entry in doc["kv_cache"]["layers"]:
-        k, v = session.cache(int(entry["layer"]))
-        out[int(entry["k"])], out[int(entry["v"])] = k, v
+    for entry in fields.kv_layers:
+        k, v = session.cache(entry.layer)
+        out[entry.k], out[entry.v] = k, v
     return out

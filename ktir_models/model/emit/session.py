@@ -18,7 +18,6 @@ and the KV cache stay where the back end keeps them; per pass the host writes on
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,36 +27,42 @@ import numpy as np
 
 from ... import ktir
 from ...errors import UserError
+from ..emitted import EmittedFields, emitted_fields
 from ..inputs import prefix_mask, rope_tables, scaled_embedding_rows
-
-FORMAT = "ktir-models/1"
-
-
-@dataclass
-class NodeRun:
-    """One node of a loaded program: its manifest entry and compiled plan."""
-
-    fn: str
-    args: list[dict[str, Any]]
-    plan: Any
+from ..manifest import Manifest, TensorDecl, load_manifest
+from ..program import LoadedProgram, load_program
 
 
 @dataclass
-class LoadedProgram:
-    """A compiled program and its per-pass tensors (activations, embed, cos/sin, mask)."""
+class SessionProgram:
+    """One of our programs in a session: the loaded program (typed manifest, compiled plans), our
+    emitter's fields, and the program's per-pass tensors (activations, embed, cos/sin, mask);
+    weights and KV cache buffers are the session's, shared."""
 
-    directory: Path
-    doc: dict[str, Any]
-    nodes: list[NodeRun]
+    program: LoadedProgram
+    fields: EmittedFields
     buffers: dict[int, Any]
-    m: int
-    capacity: int
-    dynamic_position: bool
     roles: dict[str, int]  # embed / cos / sin / mask -> tensor id
 
     @property
+    def manifest(self) -> Manifest:
+        return self.program.manifest
+
+    @property
+    def directory(self) -> Path:
+        return self.manifest.directory
+
+    @property
+    def m(self) -> int:
+        return self.fields.m
+
+    @property
+    def capacity(self) -> int:
+        return self.fields.capacity
+
+    @property
     def result(self) -> int:
-        return int(self.doc["result"])
+        return self.manifest.result
 
 
 @dataclass
@@ -88,88 +93,80 @@ class Session:
 
     # ------------------------------------------------------------------ loading
 
-    def load(self, directory: Path) -> LoadedProgram:
-        directory = Path(directory)
-        doc = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-        if doc.get("format") != FORMAT:
-            raise UserError(f"{directory}/manifest.json: not a program of our emitter (format {doc.get('format')!r})")
-        capacity = int(doc["capacity"])
+    def load(self, program: Path | Manifest) -> SessionProgram:
+        """Load one of our programs (a directory, or its manifest already loaded with
+        ``host_scalars=True``): parse and compile it on this session's machine and bind its
+        tensors to the session's weights and KV cache."""
+        manifest = program if isinstance(program, Manifest) else load_manifest(program, host_scalars=True)
+        directory = manifest.directory
+        fields = emitted_fields(manifest)
+        capacity = fields.capacity
         if self.capacity is None:
             self.capacity = capacity
         elif capacity != self.capacity:
             raise UserError(f"{directory}: KV capacity {capacity} differs from this session's {self.capacity}")
 
-        tensors = {t["id"]: t for t in doc["tensors"]}
+        if manifest.attn_mask is None:
+            raise UserError(f"{directory}/manifest.json: attn_mask: missing (our programs declare their mask)")
         buffers: dict[int, Any] = {}
-        roles: dict[str, int] = {"mask": int(doc["attn_mask"])}
+        roles: dict[str, int] = {"mask": manifest.attn_mask}
         hbm = self.machine.hbm
-        for src in doc["sources"]:
-            tid, role = src["id"], src["role"]
-            t = tensors[tid]
-            if role == "weight":
-                buffers[tid] = self._weight(src["disk"], t)
-            elif role in ("prefix_k", "prefix_v"):
-                key = (role, int(src["layer"]))
+        for src in manifest.sources:
+            t = manifest.tensor(src.id)
+            if src.role == "weight":
+                assert src.disk is not None  # load_manifest: a weight source names its tensor
+                buffers[src.id] = self._weight(src.disk, t)
+            elif src.role in ("prefix_k", "prefix_v"):
+                assert src.layer is not None  # load_manifest: a cache source names its layer
+                key = (src.role, src.layer)
                 if key not in self._cache:
                     self._cache[key] = hbm.allocate_from(
-                        np.zeros((t["rows"], t["cols"]), dtype=np.float16), name=f"{role}{key[1]}")
-                buffers[tid] = self._cache[key]
+                        np.zeros(t.shape, dtype=np.float16), name=f"{src.role}{key[1]}")
+                buffers[src.id] = self._cache[key]
             else:
-                roles[role] = tid
-        for tid, t in tensors.items():
-            if tid not in buffers:
-                buffers[tid] = hbm.allocate((t["rows"], t["cols"]), "float16", name=f"t{tid}")
+                roles[src.role] = src.id
+        for t in manifest.tensors:
+            if t.id not in buffers:
+                buffers[t.id] = hbm.allocate(t.shape, "float16", name=f"t{t.id}")
+        return SessionProgram(load_program(manifest, self.machine), fields, buffers, roles)
 
-        modules: dict[str, Any] = {}
-        nodes = []
-        with ktir.bulk_load():
-            for n in doc["nodes"]:
-                if n["mlir"] not in modules:
-                    modules[n["mlir"]] = ktir.load_module(directory / n["mlir"])
-                fn = modules[n["mlir"]].function(n["fn"])
-                nodes.append(NodeRun(n["fn"], n["args"], self.machine.compile(fn)))
-        return LoadedProgram(directory, doc, nodes, buffers, int(doc["m"]), capacity,
-                             bool(doc.get("dynamic_position", False)), roles)
-
-    def _weight(self, disk: str, t: dict[str, Any]) -> Any:
+    def _weight(self, disk: str, t: TensorDecl) -> Any:
         if disk not in self._weights:
             name = self.ckpt.resolve(disk)
             array = np.asarray(self.ckpt.read_f16(name))
-            if array.size != t["rows"] * t["cols"]:
-                raise UserError(f"weight {name}: shape {list(array.shape)} does not fit [{t['rows']}, {t['cols']}]")
+            if array.size != t.rows * t.cols:
+                raise UserError(f"weight {name}: shape {list(array.shape)} does not fit [{t.rows}, {t.cols}]")
             array = array.reshape(-1, array.shape[-1]) if array.ndim == 2 else array.reshape(1, -1)
             self._weights[disk] = self.machine.hbm.allocate_from(np.ascontiguousarray(array), name=name)
         return self._weights[disk]
 
     # ------------------------------------------------------------------ passes
 
-    def run(self, program: LoadedProgram, token_ids: np.ndarray, past: int) -> PassOutput:
+    def run(self, program: SessionProgram, token_ids: np.ndarray, past: int) -> PassOutput:
         """One pass of ``program`` over ``token_ids`` at positions ``past ..``; the cache must hold
         the ``past`` earlier tokens (run by earlier passes of this session)."""
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         m = program.m
         if ids.size != m:
             raise UserError(f"{program.directory}: the program runs {m} tokens per pass, got {ids.size}")
-        if not program.dynamic_position and past != int(program.doc["past"]):
-            raise UserError(f"{program.directory}: emitted for past={program.doc['past']}, asked past={past}")
+        fields = program.fields
+        if not fields.dynamic_position and past != fields.past:
+            raise UserError(f"{program.directory}: emitted for past={fields.past}, asked past={past}")
         if past + m > program.capacity:
             raise UserError(f"past {past} + {m} tokens exceed the KV capacity {program.capacity}")
         bufs, roles = program.buffers, program.roles
         cos, sin = rope_tables(self.cfg, np.arange(past, past + m))
-        host = program.doc.get("host", {})  # the family's host-side inputs, as emitted
-        bufs[roles["embed"]].write(scaled_embedding_rows(self.ckpt, ids, float(host.get("embedding_multiplier", 1.0))))
+        # The family's host-side inputs, as emitted.
+        bufs[roles["embed"]].write(scaled_embedding_rows(self.ckpt, ids, fields.embedding_multiplier))
         bufs[roles["cos"]].write(cos)
         bufs[roles["sin"]].write(sin)
-        bufs[roles["mask"]].write(prefix_mask(program.capacity, past, rows=m, window=host.get("sliding_window")))
-        scalars = {"position": past}
+        bufs[roles["mask"]].write(prefix_mask(program.capacity, past, rows=m, window=fields.sliding_window))
+        node_args = program.program.bind({tid: buf.address for tid, buf in bufs.items()}, {"position": past})
 
         node_lx = []
         start = time.perf_counter()
-        for node in program.nodes:
-            args = {}
-            for a in node.args:
-                args[a["name"]] = scalars[a["scalar"]] if "scalar" in a else bufs[a["tensor"]].address
-            stats = node.plan.run(args)
+        for plan, args in zip(program.program.plans, node_args):
+            stats = plan.run(args)
             node_lx.append(max(stats.lx_high_water))
         self.machine.backend.synchronize()  # a device back end runs asynchronously
         seconds = time.perf_counter() - start

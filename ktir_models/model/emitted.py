@@ -1,0 +1,76 @@
+"""What our emitter adds to a manifest, typed: the fields a session's host reads.
+
+Our programs (``format`` ``ktir-models/1``, docs/emitter.md) carry extra top-level fields, kept
+verbatim in :attr:`Manifest.extras`; :func:`emitted_fields` reads the ones the host needs into one
+record, so that nothing downstream indexes the raw JSON. External dumps have no such fields
+(:func:`is_emitted` is false for them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UserError
+from .manifest import MANIFEST_FILE, Manifest
+
+#: The ``format`` field of our emitter's manifests.
+EMITTED_FORMAT = "ktir-models/1"
+
+
+@dataclass(frozen=True)
+class KvLayer:
+    """The manifest tensors holding layer ``layer``'s K and V cache (``[C, kv_dim]`` each)."""
+
+    layer: int
+    k: int
+    v: int
+
+
+@dataclass(frozen=True)
+class EmittedFields:
+    """Our emitter's fields of one program. Invariants: ``past + m <= capacity``; with
+    ``dynamic_position`` the program runs at any ``past`` (a host scalar ``position``), else only
+    at ``past``; ``kv_layers`` lists every layer's cache tensors in layer order."""
+
+    model: str
+    m: int
+    past: int
+    capacity: int
+    dynamic_position: bool
+    embedding_multiplier: float
+    sliding_window: int | None
+    kv_layers: tuple[KvLayer, ...]
+
+
+def is_emitted(manifest: Manifest) -> bool:
+    """True for a program of our emitter (its ``format`` field), false for an external dump."""
+    return manifest.extras.get("format") == EMITTED_FORMAT
+
+
+def emitted_fields(manifest: Manifest) -> EmittedFields:
+    """The typed fields of our emitter's program; a UserError naming the file for anything else."""
+    where = manifest.directory / MANIFEST_FILE
+    extras = manifest.extras
+    if not is_emitted(manifest):
+        raise UserError(f"{where}: not a program of our emitter (format {extras.get('format')!r})")
+    try:
+        host: dict[str, Any] = extras.get("host", {}) or {}
+        window = host.get("sliding_window")
+        layers = tuple(KvLayer(int(e["layer"]), int(e["k"]), int(e["v"]))
+                       for e in extras.get("kv_cache", {}).get("layers", []))
+        fields = EmittedFields(
+            model=str(extras.get("model", "model")),
+            m=int(extras["m"]),
+            past=int(extras["past"]),
+            capacity=int(extras["capacity"]),
+            dynamic_position=bool(extras.get("dynamic_position", False)),
+            embedding_multiplier=float(host.get("embedding_multiplier", 1.0)),
+            sliding_window=int(window) if window is not None else None,
+            kv_layers=layers,
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UserError(f"{where}: a field of our emitter is missing or malformed ({exc!r})") from None
+    if fields.past + fields.m > fields.capacity:
+        raise UserError(f"{where}: past {fields.past} + m {fields.m} exceed the capacity {fields.capacity}")
+    return fields
