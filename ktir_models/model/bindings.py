@@ -179,12 +179,9 @@ def family_host_fields(manifest: Manifest, cfg: ModelConfig) -> tuple[float, int
     ``host`` manifest field (so a program is bound as it was emitted); others follow the config."""
     host = manifest.extras.get("host")
     if isinstance(host, dict):
-        mult, window = host.get("embedding_multiplier", 1.0), host.get("sliding_window")
-        if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
-            raise UserError(f"{MANIFEST_FILE}: host.embedding_multiplier: expected a positive number, got {mult!r}")
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
-            raise UserError(f"{MANIFEST_FILE}: host.sliding_window: expected a positive integer or null, got {window!r}")
-        return float(mult), window
+        from .emitted import read_host_field
+
+        return read_host_field(host)
     return cfg.features.embedding_multiplier, cfg.features.sliding_window
 
 

@@ -43,6 +43,17 @@ class EmittedFields:
     kv_layers: tuple[KvLayer, ...]
 
 
+def read_host_field(host: dict[str, Any]) -> tuple[float, int | None]:
+    """(embedding multiplier, sliding window) of a manifest's ``host`` field (defaults 1.0 and
+    None), checked: a UserError names the field and the value."""
+    mult, window = host.get("embedding_multiplier", 1.0), host.get("sliding_window")
+    if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not mult > 0:
+        raise UserError(f"{MANIFEST_FILE}: host.embedding_multiplier: expected a positive number, got {mult!r}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise UserError(f"{MANIFEST_FILE}: host.sliding_window: expected a positive integer or null, got {window!r}")
+    return float(mult), window
+
+
 def is_emitted(manifest: Manifest) -> bool:
     """True for a program of our emitter (its ``format`` field), false for an external dump."""
     return manifest.extras.get("format") == EMITTED_FORMAT
@@ -54,9 +65,11 @@ def emitted_fields(manifest: Manifest) -> EmittedFields:
     extras = manifest.extras
     if not is_emitted(manifest):
         raise UserError(f"{where}: not a program of our emitter (format {extras.get('format')!r})")
+    host = extras.get("host") or {}
+    if not isinstance(host, dict):
+        raise UserError(f"{where}: host: expected an object, got {host!r}")
+    multiplier, window = read_host_field(host)
     try:
-        host: dict[str, Any] = extras.get("host", {}) or {}
-        window = host.get("sliding_window")
         layers = tuple(KvLayer(int(e["layer"]), int(e["k"]), int(e["v"]))
                        for e in extras.get("kv_cache", {}).get("layers", []))
         fields = EmittedFields(
@@ -65,8 +78,8 @@ def emitted_fields(manifest: Manifest) -> EmittedFields:
             past=int(extras["past"]),
             capacity=int(extras["capacity"]),
             dynamic_position=bool(extras.get("dynamic_position", False)),
-            embedding_multiplier=float(host.get("embedding_multiplier", 1.0)),
-            sliding_window=int(window) if window is not None else None,
+            embedding_multiplier=multiplier,
+            sliding_window=window,
             kv_layers=layers,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

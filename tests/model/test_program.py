@@ -154,3 +154,7 @@ def test_emitted_fields_are_the_manifest_fields(tmp_path):
     (copy / "manifest.json").write_text(json.dumps(doc))
     with pytest.raises(UserError, match=r"past 31 \+ m 1 exceed the capacity 31"):
         emitted_fields(load_manifest(copy))
+    doc["capacity"], doc["host"] = doc["past"] + 1, {"embedding_multiplier": 0}
+    (copy / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(UserError, match=r"host\.embedding_multiplier: expected a positive number, got 0"):
+        emitted_fields(load_manifest(copy))
