@@ -81,3 +81,18 @@ def test_sigkill_during_the_first_write_leaves_an_orphan_the_next_run_removes(tm
     assert final == synthetic_dir("small", cfg, 0, cache_root_dir=root)
     assert not orphans[0].exists()
     assert sorted(p.name for p in parent.iterdir()) == [final.name]
+
+
+def test_program_cache_removes_a_killed_emitters_temp_and_keeps_a_live_one(tmp_path, monkeypatch):
+    """The emitted-program cache follows the same rule as the synthetic-weights cache."""
+    from ktir_models.model.emit.api import cache_root, cached_program
+
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path))
+    root = cache_root()
+    root.mkdir(parents=True)
+    stale = _temp_named(root, _dead_pid(), age_s=3600, tag="dead")
+    alive = _temp_named(root, os.getpid(), age_s=3600, tag="live")
+    final = cached_program(tiny_config(), "decode", 1, 0)
+    assert (final / "manifest.json").is_file() and final.parent == root
+    assert not stale.exists() and alive.exists()
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith(".")) == [alive.name]

@@ -7,11 +7,11 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ...errors import UserError
+from ..cache_temp import make_temp_dir, remove_stale_temps
 from ..config import ModelConfig
 from .host import MASKED
 from .llama import LlamaEmitter, PassShape
@@ -161,7 +161,8 @@ def cached_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *
     """The fixture directory of this pass from the program cache, emitting it on a miss.
 
     Emission goes to a temporary sibling directory renamed into place, so a reader never sees a
-    half-written program and concurrent emitters do not collide.
+    half-written program and concurrent emitters do not collide; the temporary directory names
+    its writer's host and pid, so one a killed writer left behind is removed by a later call.
     """
     key = program_key(cfg, mode, tokens, past, capacity=capacity, dynamic_position=dynamic_position, name=name)
     root = cache_root()
@@ -169,7 +170,10 @@ def cached_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *
     if (final / "manifest.json").is_file():
         return final
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    # a writer killed mid-emission leaves its temporary directory; remove those of dead writers
+    # here, never a live writer's (cache_temp.py has the rule)
+    remove_stale_temps(root)
+    tmp = make_temp_dir(final)
     try:
         shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
         _write(cfg, mode, shape, tmp, name)
