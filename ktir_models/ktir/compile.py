@@ -20,69 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import EmulationFault, FaultSignal, KtirError, Location
+from .errors import EmulationFault, FaultSignal, KtirError
+from .execute import CoreContext, run_lockstep, run_steps  # noqa: F401  (re-exported)
 from .ir import Block, Function, Op, RuntimeArgType, ScalarType, Value
 from .lx_liveness import account
 from .machine import Machine, RunStats
-
-
-class CoreContext:
-    """Per-core run state reachable from every step through ``env[0]``."""
-
-    __slots__ = ("core", "coords", "machine", "function", "exchange")
-
-    def __init__(self, core: int, coords: tuple[int, int, int], machine: Machine, function: str,
-                 exchange):
-        self.core = core
-        self.coords = coords
-        self.machine = machine
-        self.function = function
-        self.exchange = exchange
-
-
-def run_steps(steps, env) -> None:
-    """Run a block's steps; turn any failure into an EmulationFault naming op, function, core."""
-    step = None
-    try:
-        for step in steps:
-            step(env)
-    except EmulationFault:
-        raise
-    except (FaultSignal, ArithmeticError, ValueError, IndexError, TypeError, MemoryError,
-            KeyError, AttributeError, NotImplementedError, RuntimeError) as exc:
-        ctx = env[0]
-        op = getattr(step, "op", None)
-        msg = str(exc) if isinstance(exc, FaultSignal) else f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower():
-            # torch device errors (CUDA/MPS allocation) surface as RuntimeError subclasses
-            msg = (f"the {ctx.machine.backend.describe()} device ran out of memory: "
-                   f"{str(exc).splitlines()[0]}")
-        raise EmulationFault(msg, function=ctx.function, op=op.name if op else "?",
-                             loc=op.loc if op else Location("<unknown>", 0, 0),
-                             core=ctx.core) from None
-
-
-def run_lockstep(steps, envs) -> None:
-    """Run a grid of independent cores step by step: each top-level step for every core before
-    the next step. A step with a ``batched(envs)`` method (the batched K-loop, ops/scf.py) runs
-    all cores in one call. Cores of a function without inter-tile ops share nothing but HBM, and
-    a program whose result depends on how their accesses interleave is racy on the hardware too,
-    so this order is as valid as core after core. A fault is reported for the first core (in
-    core order) that raises it."""
-    for step in steps:
-        batched = getattr(step, "batched", None)
-        if batched is not None:
-            try:
-                batched(envs)
-                continue
-            except Exception as exc:  # noqa: BLE001 - rerun core by core to locate the fault
-                for env in envs:
-                    run_steps((step,), env)
-                # every core ran on its own: the batched form itself is wrong, never hide that
-                raise RuntimeError(f"internal error: the batched form of {step.op.name} failed "
-                                   f"where the per-core steps succeed: {exc!r}") from exc
-        for env in envs:
-            run_steps((step,), env)
 
 
 class Compiler:

@@ -38,6 +38,7 @@ from typing import Iterable
 import numpy as np
 
 from .ir import Block, Function, Op, ScalarType, TensorType, Value
+from .registry import Table
 
 STICK_BYTES = 128
 CATEGORIES = ("hbm", "lx", "vector", "transcendental", "matmul", "layout", "comm")
@@ -720,7 +721,8 @@ def _h_reduce_comm(w: _CoreWalker, op: Op, scale: float) -> None:
         w.env[r] = None
 
 
-_HANDLERS = {
+_HANDLERS = Table("cost")  # op name -> handler, a view of the registry (registry.py)
+_HANDLERS.update({
     "ktdp.load": _h_load,
     "ktdp.store": _h_store,
     "linalg.matmul": _h_matmul,
@@ -731,7 +733,7 @@ _HANDLERS = {
     "scf.if": _h_if,
     "ktdp.inter_tile_produce": _h_produce,
     "ktdp.inter_tile_reduce": _h_reduce_comm,
-}
+})
 
 
 # ------------------------------------------------------------------------------------ public API

@@ -39,6 +39,7 @@ import numpy as np
 
 from .errors import EmulationFault
 from .ir import Function, Op, ScalarType, TensorType
+from .registry import Table
 
 class PerCore(list):
     """Per-core values of a kind that is not stacked (views, tiles, futures): item c is core c's."""
@@ -374,7 +375,7 @@ def lift(value, t, C: int):
 # ---------------------------------------------------------------------------------------------
 # stacked steps, by op kind: stacked_steps.py
 
-_NATIVE: dict = {}  # op name -> maker(builder, op, plain step) -> stacked step or None
+_NATIVE = Table("stacked")  # op name -> maker(builder, op, plain) -> step | None (registry.py)
 
 
 def native(*names):

@@ -14,91 +14,14 @@ from typing import Callable
 
 from .affine import AffineMap, AffineSet
 from .errors import Diagnostic, KtirError
+from .registry import Table
+from .verify_rules import (Bad as _Bad, Rule, check_declared_ins_outs as _check_declared_ins_outs,
+                           check_declared_operands as _check_declared_operands,
+                           compatible as _compatible, declared as _declared, elem as _elem,
+                           elementwise as _elementwise, eq as _eq, fail as _fail,
+                           ins_outs as _ins_outs, same_shape as _same_shape, shape as _shape)
 from .ir import (AccessTileType, DenseConstant, FLOAT_TYPES, Function, INT_TYPES, MemorySpace,
                  MemRefType, Module, Op, RuntimeArgType, ScalarType, TensorType, TileFutureType)
-
-
-class _Bad(Exception):
-    pass
-
-
-def _fail(msg: str):
-    raise _Bad(msg)
-
-
-@dataclass(frozen=True)
-class Rule:
-    operands: tuple[int, int | None] = (0, None)  # min, max (None = unbounded)
-    results: tuple[int, int | None] = (0, None)
-    attrs: tuple[str, ...] = ()
-    regions: tuple[int, int] = (0, 0)
-    check: Callable[[Op], None] | None = None
-
-
-def _elem(t) -> str | None:
-    if isinstance(t, (TensorType, MemRefType)):
-        return t.elem
-    if isinstance(t, ScalarType):
-        return t.name
-    return None
-
-
-def _shape(t):
-    return t.shape if isinstance(t, (TensorType, MemRefType, AccessTileType)) else ()
-
-
-def _compatible(a, b) -> bool:
-    """Equal types, where a dynamic dim matches any size."""
-    if a is b or a == b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, ScalarType):
-        return a == b
-    if isinstance(a, TileFutureType):
-        return _compatible(a.tensor, b.tensor)
-    sa, sb = _shape(a), _shape(b)
-    if len(sa) != len(sb) or any(x is not None and y is not None and x != y
-                                 for x, y in zip(sa, sb)):
-        return False
-    return _elem(a) == _elem(b)
-
-
-def _same_shape(a, b) -> bool:
-    sa, sb = _shape(a), _shape(b)
-    return len(sa) == len(sb) and all(x is None or y is None or x == y for x, y in zip(sa, sb))
-
-
-def _declared(op: Op, k: int = 0):
-    types = op.attrs.get("types") or []
-    return types[k] if k < len(types) else (types[-1] if types else None)
-
-
-def _check_declared_operands(op: Op) -> None:
-    types = op.attrs.get("types") or []
-    if not types:
-        return
-    if len(types) == 1:  # one type for every operand (arith/math shorthand)
-        for v in op.operands:
-            if not _compatible(v.type, types[0]):
-                _fail(f"operand {v.name} has type {v.type}, but the op says {types[0]}")
-    else:
-        for v, t in zip(op.operands, types):
-            if not _compatible(v.type, t):
-                _fail(f"operand {v.name} has type {v.type}, but the op says {t}")
-
-
-def _elementwise(op: Op) -> None:
-    _check_declared_operands(op)
-    rt = op.results[0].type
-    for v in op.operands:
-        if not _compatible(v.type, rt):
-            _fail(f"operand {v.name} of type {v.type} does not match the result type {rt}")
-    elem = _elem(rt)
-    if op.name.startswith("arith.") and op.name[-1] == "f" and elem not in FLOAT_TYPES:
-        _fail(f"'{op.name}' needs a float type, got {rt}")
-    if op.name.startswith("arith.") and op.name[-1] == "i" and elem not in INT_TYPES:
-        _fail(f"'{op.name}' needs an integer or index type, got {rt}")
 
 
 _CMPI = {"eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"}
@@ -341,24 +264,6 @@ def _store(op: Op) -> None:
         _fail(f"stores {v.type.elem} into a view of {elem}")
 
 
-def _ins_outs(op: Op):
-    return op.groups.get("ins", []), op.groups.get("outs", [])
-
-
-def _check_declared_ins_outs(op: Op) -> None:
-    ins, outs = _ins_outs(op)
-    for vals, key in ((ins, "in_types"), (outs, "out_types")):
-        types = op.attrs.get(key) or []
-        if types and len(types) != len(vals):
-            _fail(f"{len(vals)} operands but {len(types)} types in {key[:-6]}s(...)")
-        for v, t in zip(vals, types):
-            if not _compatible(v.type, t):
-                _fail(f"operand {v.name} has type {v.type}, but the op says {t}")
-    for r, o in zip(op.results, outs):
-        if not _compatible(r.type, o.type):
-            _fail(f"result type {r.type} does not match outs type {o.type}")
-
-
 def _matmul(op: Op) -> None:
     ins, outs = _ins_outs(op)
     if len(ins) != 2 or len(outs) != 1:
@@ -381,10 +286,6 @@ def _matmul(op: Op) -> None:
         _fail(f"shape mismatch in {op.name}: {a} x {b} -> {c}")
     if batch and not (_eq(a.shape[0], b.shape[0]) and _eq(a.shape[0], c.shape[0])):
         _fail(f"batch sizes differ in {op.name}: {a}, {b}, {c}")
-
-
-def _eq(x, y) -> bool:
-    return x is None or y is None or x == y
 
 
 def _reduce(op: Op) -> None:
@@ -696,7 +597,8 @@ _UNARY_MATH = ("exp exp2 log log2 log10 log1p sqrt rsqrt tanh sin cos erf absf a
 _CASTS = "extf truncf sitofp uitofp fptosi fptoui index_cast index_castui extsi extui trunci " \
          "bitcast".split()
 
-RULES: dict[str, Rule] = {
+RULES = Table("verify")  # op name -> Rule, a view of the registry (registry.py)
+RULES.update({
     "arith.constant": Rule((0, 0), (1, 1), ("value",), check=_constant),
     "arith.cmpi": Rule((2, 2), (1, 1), ("predicate",), check=_cmp),
     "arith.cmpf": Rule((2, 2), (1, 1), ("predicate",), check=_cmp),
@@ -752,7 +654,7 @@ RULES: dict[str, Rule] = {
     "tensor.insert_slice": Rule((2, None), (1, 1), check=_slice),
     "tensor.from_elements": Rule((1, None), (1, 1), check=_from_elements),
     "tensor.generate": Rule((0, None), (1, 1), (), (1, 1)),
-}
+})
 for _n in _ELEMENTWISE:
     RULES["arith." + _n] = Rule((1 if _n in ("negf", "absf") else 2,) * 2, (1, 1),
                                 check=_elementwise)

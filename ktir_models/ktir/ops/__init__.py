@@ -12,7 +12,9 @@ element type (np.float16 / np.float32), so scalar arithmetic rounds exactly like
 
 from __future__ import annotations
 
-BUILDERS: dict = {}
+from ..registry import Table
+
+BUILDERS = Table("build")  # op name -> builder, a view of the registry (registry.py)
 
 
 def register(*names: str):

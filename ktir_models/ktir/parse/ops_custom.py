@@ -11,6 +11,7 @@ from .. import affine
 from ..errors import Location
 from ..ir import (INDEX, AccessTileType, DenseConstant, Op, Region, ScalarType, TensorType, Value)
 from . import generic_form, tile_types
+from ..registry import Table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,7 +618,8 @@ def _h_generate(p, op: Op):
     return [p.parse_type()]
 
 
-_HANDLERS = {
+_HANDLERS = Table("syntax")  # op name -> handler, a view of the registry (registry.py)
+_HANDLERS.update({
     "arith.constant": _h_constant,
     "ktdp.get_compute_tile_id": _h_get_tile_id,
     "ktdp.construct_memory_view": _h_memory_view,
@@ -646,7 +648,7 @@ _HANDLERS = {
     "tensor.insert_slice": _h_insert_slice,
     "tensor.from_elements": _h_from_elements,
     "tensor.generate": _h_generate,
-}
+})
 for _n in ("matmul", "matmul_transpose_b", "batch_matmul", "reduce", "broadcast", "transpose",
            "generic", "fill", "add", "sub", "mul", "div", "max", "min", "exp", "copy"):
     _HANDLERS["linalg." + _n] = _h_linalg

@@ -1,0 +1,145 @@
+"""The op registry: everything the emulator knows about one op kind, in one record.
+
+Each op kind has one :class:`OpDef`, filled by its dialect module (``dialects/<dialect>.py``) when
+that module is imported. Its parts are the jobs the drivers do with an op:
+
+* ``syntax``  -- the custom-syntax parse handler ``handler(parser, op) -> result types``
+  (parse/); ops without one are read in MLIR's generic form only;
+* ``verify``  -- the verification :class:`~ktir_models.ktir.verify_rules.Rule` (verify.py);
+* ``build``   -- the plain builder ``build(compiler, op) -> step | None`` (compile.py): folds the
+  op when its inputs are compile-time constants (None), else returns the closure ``step(env)``;
+* ``stacked`` -- the stacked-step maker ``maker(builder, op, plain) -> step | None`` that runs the
+  op once for all cores of a grid (stacked.py), optional;
+* ``ragged``  -- whether the op has a ragged form (reroll.py's repeats of unequal extents),
+  optional;
+* ``cost``    -- the latency handler ``handler(walker, op, scale)`` (latency/), optional: ops
+  without one are charged by the walker's generic rule (elementwise vector work).
+
+Invariants: the registry imports nothing of the emulator but the IR, so every layer may read it;
+a part is set once (setting it again raises, so two modules cannot silently disagree on what an op
+means); drivers look parts up by op name at build time, never by importing a dialect's helpers.
+The dialect modules are imported (and so registered) by :mod:`ktir_models.ktir.dialects`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+PARTS = ("syntax", "verify", "build", "stacked", "ragged", "cost")
+
+
+@dataclass
+class OpDef:
+    """What the emulator knows about op kind ``name`` (see the module docstring for each part)."""
+
+    name: str
+    syntax: Callable | None = None
+    verify: Any = None
+    build: Callable | None = None
+    stacked: Callable | None = None
+    ragged: Any = None
+    cost: Callable | None = None
+
+    @property
+    def dialect(self) -> str:
+        return self.name.split(".", 1)[0] if "." in self.name else "builtin"
+
+    def parts(self) -> tuple[str, ...]:
+        """The parts this op has (in :data:`PARTS` order)."""
+        return tuple(f.name for f in fields(self) if f.name != "name" and getattr(self, f.name) is not None)
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def lookup(name: str) -> OpDef | None:
+    """The op kind ``name``, or None when nothing registered it."""
+    return REGISTRY.get(name)
+
+
+def define(name: str) -> OpDef:
+    """The record of ``name``, created empty on first use."""
+    d = REGISTRY.get(name)
+    if d is None:
+        d = REGISTRY[name] = OpDef(name)
+    return d
+
+
+def set_part(part: str, name: str, value) -> None:
+    """Give op ``name`` its ``part``; a part is set once (a second, different value raises)."""
+    if part not in PARTS:
+        raise ValueError(f"unknown op part {part!r} (parts: {', '.join(PARTS)})")
+    d = define(name)
+    old = getattr(d, part)
+    if old is not None and old is not value:
+        raise ValueError(f"{name}: its {part} is already registered ({old!r})")
+    setattr(d, part, value)
+
+
+def implements(part: str, *names: str):
+    """Decorator: the function is op kinds ``names``' ``part``."""
+    def deco(fn):
+        for n in names:
+            set_part(part, n, fn)
+        return fn
+    return deco
+
+
+def part(part: str, name: str):
+    """Op ``name``'s ``part``, or None."""
+    d = REGISTRY.get(name)
+    return None if d is None else getattr(d, part)
+
+
+def names_with(part: str) -> frozenset[str]:
+    """Every op kind that has ``part``."""
+    return frozenset(n for n, d in REGISTRY.items() if getattr(d, part) is not None)
+
+
+class Table(MutableMapping):
+    """One part of every op, as a mapping op name -> part (a view: reads and writes go to the
+    registry). For drivers that iterate or test membership by name."""
+
+    def __init__(self, part_name: str):
+        if part_name not in PARTS:
+            raise ValueError(f"unknown op part {part_name!r}")
+        self.part = part_name
+
+    def __getitem__(self, name: str):
+        value = part(self.part, name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def get(self, name: str, default=None):
+        d = REGISTRY.get(name)
+        value = None if d is None else getattr(d, self.part)
+        return default if value is None else value
+
+    def __contains__(self, name) -> bool:
+        d = REGISTRY.get(name)
+        return d is not None and getattr(d, self.part) is not None
+
+    def __setitem__(self, name: str, value) -> None:
+        set_part(self.part, name, value)
+
+    def __delitem__(self, name: str) -> None:
+        d = REGISTRY.get(name)
+        if d is None or getattr(d, self.part) is None:
+            raise KeyError(name)
+        setattr(d, self.part, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([n for n, d in REGISTRY.items() if getattr(d, self.part) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for d in REGISTRY.values() if getattr(d, self.part) is not None)
+
+    def update(self, other=(), **kw) -> None:  # noqa: D102 - MutableMapping.update, typed
+        items = other.items() if hasattr(other, "items") else other
+        for k, v in items:
+            self[k] = v
+        for k, v in kw.items():
+            self[k] = v
