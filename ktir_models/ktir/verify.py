@@ -16,6 +16,7 @@ from .affine import AffineMap, AffineSet
 from .errors import Diagnostic, KtirError
 from .registry import Table
 from .verify_rules import (Bad as _Bad, Rule, check_declared_ins_outs as _check_declared_ins_outs,
+                           check_yield as _check_yield,
                            check_declared_operands as _check_declared_operands,
                            compatible as _compatible, declared as _declared, elem as _elem,
                            elementwise as _elementwise, eq as _eq, fail as _fail,
@@ -476,19 +477,6 @@ def _if(op: Op) -> None:
         _fail("scf.if with results needs an else region")
     for r in op.regions:
         _check_yield(op, r.block, [x.type for x in op.results], "scf.yield")
-
-
-def _check_yield(op: Op, block, types: list, yname: str) -> None:
-    last = block.ops[-1] if block.ops else None
-    if last is None or last.name != yname:
-        if types:
-            _fail(f"{op.name} region must end with '{yname}' of {len(types)} value(s)")
-        return
-    vals = last.operands
-    if len(vals) != len(types) or not all(_compatible(v.type, t) for v, t in zip(vals, types)):
-        got = ", ".join(str(v.type) for v in vals) or "nothing"
-        want = ", ".join(str(t) for t in types) or "nothing"
-        raise _Bad(f"{yname} yields ({got}) but {op.name} expects ({want})")
 
 
 def _produce(op: Op) -> None:

@@ -119,3 +119,18 @@ def check_declared_ins_outs(op: Op) -> None:
 
 def eq(x, y) -> bool:
     return x is None or y is None or x == y
+
+
+def check_yield(op: Op, block, types: list, yname: str) -> None:
+    """The region ``block`` of ``op`` ends with ``yname`` yielding values of ``types`` (a region
+    without the terminator is accepted only when nothing is yielded)."""
+    last = block.ops[-1] if block.ops else None
+    if last is None or last.name != yname:
+        if types:
+            fail(f"{op.name} region must end with '{yname}' of {len(types)} value(s)")
+        return
+    vals = last.operands
+    if len(vals) != len(types) or not all(compatible(v.type, t) for v, t in zip(vals, types)):
+        got = ", ".join(str(v.type) for v in vals) or "nothing"
+        want = ", ".join(str(t) for t in types) or "nothing"
+        raise Bad(f"{yname} yields ({got}) but {op.name} expects ({want})")
