@@ -39,7 +39,7 @@ import numpy as np
 
 from .ir import Op, TensorType
 from .machine import f16_all_finite
-from .stacked import _Builder, lift
+from .stacked_values import Builder as _Builder, lift
 
 _FLOAT_ELEMENTWISE = {
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.maximumf",
@@ -192,7 +192,7 @@ def ragged_step(b: _Builder, op: Op, plain):
 
 def _shared_load(b: _Builder, op: Op):
     """The load once per core (the first group's corner of each core: they all agree)."""
-    from .stacked import StackedTile, _Fallback
+    from .stacked_values import Fallback as _Fallback, StackedTile
     from .stacked_steps import read_boxes
 
     c = b.c
@@ -233,7 +233,7 @@ def _or_per_core(b: _Builder, op: Op, step):
     """``step``, or where its conditions fail (a box outside its view, a region with a written
     mask) the op's plain step for every virtual core, which loads the same data or raises the
     located fault."""
-    from .stacked import _Fallback, _fallback
+    from .stacked_values import Fallback as _Fallback, fallback as _fallback
 
     plain = b.c.step_of[id(op)]
     slot = b.c.slot(op.result)

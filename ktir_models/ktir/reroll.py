@@ -380,8 +380,9 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     """``fn``'s repeats side by side, on every core of its grid at once, or None. ``c_plain``:
     the compiler of the plain plan (it holds every group's folded constants)."""
     from .compile import Compiler
-    from .ragged_steps import Unsupported, masked_ops, ragged_dims, shareable, shares_b
-    from .stacked import _Builder, restack, varying_values
+    from .ragged_steps import Unsupported, masked_ops, ragged_dims, ragged_step, shareable, shares_b
+    from .stacked import varying_values
+    from .stacked_values import Builder, restack
 
     if c_plain.xp.name != "numpy" or c_plain.lx_faults or not is_candidate(c_plain, fn):
         return None
@@ -442,10 +443,11 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     core_seeds = {id(r) for op in prefix for r in op.results
                   if op.name == "ktdp.get_compute_tile_id"} if C > 1 else set()
     vary_ids = varying_values(fn, seeds=seeds | core_seeds, ops=ops)
-    b = _Builder(c, C * G, fn.grid, vary_ids)
+    b = Builder(c, C * G, fn.grid, vary_ids)
     b.preset = preset
     b.core_of = np.repeat(np.arange(C, dtype=np.int64), G)
     b.ragged = ragged
+    b.ragged_step = ragged_step
     if core_seeds:  # values that differ between cores but not between a core's groups
         invariant = varying_values(fn, seeds=core_seeds, ops=ops) - \
             varying_values(fn, seeds=seeds, ops=ops)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Op, TensorType
-from .stacked import StackedTile, _Builder, _Fallback, lift, native
+from .stacked_values import Builder as _Builder, Fallback as _Fallback, StackedTile, lift, native
 from .tape import LoopShape
 
 _as_strided = np.lib.stride_tricks.as_strided
