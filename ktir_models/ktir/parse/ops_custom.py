@@ -68,7 +68,7 @@ def _h_get_tile_id(p, op: Op):
     return p.type_list()
 
 
-def _bracket_ints_or_values(p, what: str) -> tuple[list, list[Value]]:
+def bracket_ints_or_values(p, what: str) -> tuple[list, list[Value]]:
     """``[4, %n, ...]`` -> static list (None marks a dynamic slot), dynamic operand list."""
     p.expect("[", f"opening {what}")
     static: list = []
@@ -95,7 +95,7 @@ def _h_memory_view(p, op: Op):
     for key in ("sizes", "strides"):
         p.expect(key, "in construct_memory_view")
         p.expect(":")
-        static, dyn = _bracket_ints_or_values(p, key)
+        static, dyn = bracket_ints_or_values(p, key)
         op.attrs["static_" + key] = static
         op.groups[key] = dyn
         if key == "sizes":
@@ -371,7 +371,7 @@ def _h_reduce_tiles(p, op: Op):
     return [result]
 
 
-def _h_yield(p, op: Op):
+def h_yield(p, op: Op):
     if p.kind() == "ssa":
         op.operands = p.operand_list()
         p.expect(":", "before the yielded types")
@@ -564,7 +564,7 @@ def _h_reshape(p, op: Op):
     op.operands = [p.operand()]
     op.attrs["reassociation"] = _reassoc(p)
     if p.accept("output_shape"):
-        static, dyn = _bracket_ints_or_values(p, "output_shape")
+        static, dyn = bracket_ints_or_values(p, "output_shape")
         op.attrs["output_shape"] = static
         op.operands += dyn
     p.expect(":")
@@ -576,7 +576,7 @@ def _h_reshape(p, op: Op):
 def _slice_lists(p, op: Op):
     dyn_all: list[Value] = []
     for key in ("offsets", "sizes", "strides"):
-        static, dyn = _bracket_ints_or_values(p, key)
+        static, dyn = bracket_ints_or_values(p, key)
         op.attrs["static_" + key] = static
         op.groups[key] = dyn
         dyn_all += dyn
@@ -630,13 +630,13 @@ _HANDLERS.update({
     "ktdp.store": _h_store,
     "ktdp.inter_tile_produce": _h_produce,
     "ktdp.inter_tile_reduce": _h_reduce_tiles,
-    "ktdp.yield_partial": _h_yield,
-    "ktdp.yield_reduced": _h_yield,
+    "ktdp.yield_partial": h_yield,
+    "ktdp.yield_reduced": h_yield,
     "scf.for": _h_for,
     "scf.if": _h_if,
-    "scf.yield": _h_yield,
-    "linalg.yield": _h_yield,
-    "tensor.yield": _h_yield,
+    "scf.yield": h_yield,
+    "linalg.yield": h_yield,
+    "tensor.yield": h_yield,
     "return": _h_return,
     "linalg.index": _h_linalg_index,
     "tensor.empty": _h_empty,
