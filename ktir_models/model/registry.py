@@ -11,7 +11,9 @@ A MODEL argument is, in this order of precedence:
 
 Each registry TOML holds ``name``, ``repo_id``, ``revision`` (optional ``description``) and a
 ``[config]`` table in ``config.json`` vocabulary (with an optional ``[config.rope_scaling]``), and
-optionally ``local_dir``: a checkpoint directory shipped with the project (relative to its root).
+optionally ``local_dir``: a checkpoint directory shipped with the project (relative to its root),
+and ``config_nulls``: the ``[config]`` fields that are null in the model's config.json (TOML has
+no null, and a missing field can mean something else, e.g. mistral's default window).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def load_registry_entry(name: str, manifests_dir: Path | None = None) -> ModelSp
             raise UserError(f"{path}: field '{field}' is missing")
     if data.get("name", name) != name:
         raise UserError(f"{path}: field 'name' = {data['name']!r} does not match the file name {name!r}")
-    config = ModelConfig.from_hf_dict(data["config"], f"{path} [config]")
+    config = ModelConfig.from_hf_dict(_config_table(data, path), f"{path} [config]")
     local_dir = None
     if data.get("local_dir") is not None:
         # A checkpoint shipped with the project (path relative to the project root): `--weights
@@ -77,6 +79,19 @@ def load_registry_entry(name: str, manifests_dir: Path | None = None) -> ModelSp
         config=config,
         local_dir=local_dir,
     )
+
+
+def _config_table(data: dict, path: Path) -> dict:
+    """The ``[config]`` table with every ``config_nulls`` field set to null."""
+    table = dict(data["config"]) if isinstance(data["config"], dict) else data["config"]
+    nulls = data.get("config_nulls", [])
+    if not isinstance(nulls, list) or not all(isinstance(n, str) for n in nulls):
+        raise UserError(f"{path}: field 'config_nulls' must be a list of field names, got {nulls!r}")
+    for name in nulls:
+        if name in table:
+            raise UserError(f"{path}: field 'config_nulls' lists {name!r}, which [config] also sets")
+        table[name] = None
+    return table
 
 
 def resolve_model(arg: str, manifests_dir: Path | None = None, cache_dir: Path | None = None) -> ModelSpec:

@@ -34,9 +34,12 @@ class ConfigFields:
             raise self.fail(name, f"must be a positive integer, got {value!r}")
         return value
 
-    def optional_positive_int(self, name: str) -> int | None:
-        """None when the field is absent or null, else a positive integer."""
-        return None if self.d.get(name) is None else self.positive_int(name)
+    def optional_positive_int(self, name: str, absent: int | None = None) -> int | None:
+        """``absent`` when the field is missing, None when it is null, else a positive integer
+        (a config class with a non-null default tells a missing key from an explicit null)."""
+        if name not in self.d:
+            return absent
+        return None if self.d[name] is None else self.positive_int(name)
 
     def positive_number(self, name: str, default: Any = _MISSING, source: dict | None = None) -> float:
         src = source if source is not None else self.d
