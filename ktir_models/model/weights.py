@@ -206,8 +206,12 @@ def get_checkpoint(spec, weights: str, cache_dir: Path | None = None, seed: int 
     if weights == "hub" and getattr(spec, "weights_file", None) is not None:
         return load_gguf(spec.weights_file)  # MODEL was a GGUF file: its own tensors
     if is_gguf_path(weights):
+        from ktir_models.model.gguf.config import file_tying
+
         ckpt = load_gguf(Path(weights))
-        _same_architecture(spec.config, ckpt.config, f"{ckpt.path} [metadata]")
+        # the file says whether its lm_head is the embedding (transformers' GGUF loader: tied iff
+        # no output.weight); the rest of the architecture must match the MODEL's
+        _same_architecture(file_tying(spec.config, ckpt.config), ckpt.config, f"{ckpt.path} [metadata]")
         return ckpt
     if weights == "hub":
         if spec.local_dir is not None:

@@ -10,7 +10,13 @@ Invariants:
   ``llama.vocab_size`` / ``tokenizer.ggml.tokens`` against ``token_embd.weight``'s rows, and
   ``llama.block_count`` against the ``blk.N`` tensors present. Per-tensor shapes are checked by
   the checkpoint (:mod:`.checkpoint`), which names the keys the expected shape comes from.
-- ``tie_word_embeddings`` is true exactly when the file holds no ``output.weight``.
+- ``tie_word_embeddings`` is true exactly when the file holds no ``output.weight``, as
+  transformers' GGUF loader decides it (``load_gguf_checkpoint``: from the file alone, whatever
+  config.json the source model had); llama.cpp's loader likewise reads ``output.weight`` when
+  present and falls back to ``token_embd.weight`` otherwise. A file of a tied model that still
+  carries ``output.weight`` (often quantized apart from the embedding) therefore runs that matrix
+  as its lm_head, here and in the golden; :func:`file_tying` applies the same rule to a MODEL
+  whose weights are such a file.
 """
 
 from __future__ import annotations
@@ -74,6 +80,16 @@ def config_from_gguf(f: GgufFile) -> ModelConfig:
 
         config = replace(config, rope_scaling=llama3_scaling(f, config))
     return config
+
+
+def file_tying(expected: ModelConfig, found: ModelConfig) -> ModelConfig:
+    """``expected`` (a MODEL's architecture, e.g. its config.json) with the GGUF file's own
+    ``tie_word_embeddings`` (``found``, from :func:`config_from_gguf`): whether the lm_head is the
+    embedding is a fact of the weights file, which transformers' GGUF loader reads from the file
+    alone; every other field must still agree with the metadata."""
+    from dataclasses import replace
+
+    return replace(expected, tie_word_embeddings=found.tie_word_embeddings)
 
 
 def _decimal(value: float) -> float:
