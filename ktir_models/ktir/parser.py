@@ -16,16 +16,17 @@ from __future__ import annotations
 import bisect
 import gc
 import re
-import struct
 from pathlib import Path
 
 from . import affine
 from .op_templates import OpTemplate
 from .parse import generic_form
+from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
 from .parse.lexer import (_LINE_CACHE, _LineOffsets, _LineTokens, _TOKEN_RE,  # noqa: F401
                           _classify, _tokenize, _tokenize_text)
 from .parse.ops_custom import _HANDLERS, KNOWN_OPS  # noqa: F401
+from . import dialects  # noqa: E402,F401  (registers each op kind's syntax)
 from .errors import Diagnostic, KtirError, Location
 from .ir import (INDEX, AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
@@ -625,14 +626,3 @@ def parse_file(path: str | Path) -> Module:
     except (OSError, UnicodeDecodeError) as exc:
         raise KtirError.at(Location(str(path), 0, 0), f"cannot read file: {exc}") from None
     return parse_text(text, str(path))
-
-
-def hex_float(bits: int, elem: str) -> float:
-    """Reinterpret an integer bit pattern as a float of type ``elem``."""
-    if elem == "f32":
-        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
-    if elem == "f16":
-        return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
-    if elem == "f64":
-        return struct.unpack("<d", struct.pack("<Q", bits & 0xFFFFFFFFFFFFFFFF))[0]
-    raise ValueError(elem)

@@ -10,3 +10,11 @@ stacked, reroll, latency, machine) and never another module's private names.
 from __future__ import annotations
 
 # registration imports, one line per dialect module (added as each dialect moves here)
+from . import scf  # noqa: F401
+from . import arith  # noqa: F401
+from . import math  # noqa: F401
+from . import tensor  # noqa: F401
+from . import func  # noqa: F401
+from . import runtime_arg  # noqa: F401
+from . import ktdp  # noqa: F401
+from . import linalg  # noqa: F401

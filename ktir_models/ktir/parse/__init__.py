@@ -4,8 +4,9 @@
 * :mod:`.ops_custom` — the custom assembly format of every op: one handler per op name.
 * :mod:`.types` — type texts the frontend defines beyond the builtin ones: ``!ktdp.runtime_arg``
   and memrefs that name their memory space.
-* :mod:`.ops_frontend` — custom-form handlers of ``ktdp.runtime_arg_extract``, ``func.call``
-  and ``scf.parallel`` / ``scf.reduce``.
+* :mod:`.ops_frontend` — syntax pieces several readers share: ``ktdp.runtime_arg_extract``'s
+  kinds and the ``(T, ...) -> (R, ...)`` function type.
+* :mod:`.numbers` — number literals: hexadecimal float bit patterns.
 * :mod:`.generic_form` — MLIR's generic op form (``"dialect.op"(...) <{...}> ({...}) {...} :
   (...) -> ...``), turned into the same IR as each op's custom form.
 * :mod:`.tile_types` — an access tile set larger than its result type, clipped to the type.

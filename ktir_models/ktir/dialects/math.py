@@ -1,0 +1,160 @@
+"""math: elementwise transcendental and rounding ops.
+
+Each op kind's parts stand side by side (registry.py): the custom syntax and the stacked form are
+arith's elementwise ones (:func:`.arith.h_simple`, :func:`.arith.stacked_elementwise`); the
+verification rule is the shared elementwise check; the builders are below.
+
+Each op computes in at least f32 and rounds once to the result type: an f16 input is widened to
+f32, the function is evaluated in f32, and the result is rounded to f16 (numpy's float16 ufuncs do
+the same internally; the explicit widening makes it true for rsqrt and fma as well).
+"""
+
+from __future__ import annotations
+
+import math as _pymath
+
+import numpy as np
+
+from .. import registry
+from ..ir import TensorType
+from ..verify_rules import Rule, elementwise
+from .arith import NP, coerce, h_simple, make_unary, stacked_elementwise
+
+_F32 = np.dtype(np.float32)
+
+
+def _narrow_float(dt) -> bool:
+    return dt.itemsize < 4 and dt.kind == "f" or dt.name == "bfloat16"
+
+
+def _wide(x):
+    """Widen f16/bf16 values to f32 (f32/f64 stay as they are)."""
+    arr = np.asarray(x)
+    if _narrow_float(arr.dtype):
+        return arr.astype(_F32)
+    return arr
+
+
+def _wide_of(xp):
+    """:func:`_wide` for back end ``xp`` (its tensors are widened there, other values on the
+    host)."""
+    if isinstance(xp, type(NP)):
+        return _wide
+    is_arr, astype = xp.is_array, xp.astype
+
+    def wide(x):
+        if not is_arr(x):
+            return _wide(x)
+        return astype(x, _F32) if x.dtype.itemsize < 4 and x.dtype.is_floating_point else x
+    return wide
+
+
+def _erf(x):
+    try:
+        from scipy.special import erf  # type: ignore
+
+        return erf(x)
+    except ImportError:
+        return np.vectorize(_pymath.erf, otypes=[np.float64])(x)
+
+
+def _erf_of(xp):
+    if isinstance(xp, type(NP)):
+        return _erf
+    return lambda x: xp.asarray(_erf(xp.to_host(x))) if xp.is_array(x) else _erf(x)
+
+
+# -- the unary ops --------------------------------------------------------------------------------
+
+# name -> (back end -> function of widened values)
+_UNARY = {
+    "math.exp": lambda xp: xp.exp, "math.exp2": lambda xp: xp.exp2,
+    "math.log": lambda xp: xp.log, "math.log2": lambda xp: xp.log2,
+    "math.log10": lambda xp: xp.log10, "math.log1p": lambda xp: xp.log1p,
+    "math.sqrt": lambda xp: xp.sqrt,
+    "math.rsqrt": lambda xp: (lambda x, sqrt=xp.sqrt, div=xp.divide: div(1.0, sqrt(x))),
+    "math.tanh": lambda xp: xp.tanh, "math.sin": lambda xp: xp.sin, "math.cos": lambda xp: xp.cos,
+    "math.erf": _erf_of, "math.absf": lambda xp: xp.abs, "math.absi": lambda xp: xp.abs,
+    "math.ceil": lambda xp: xp.ceil, "math.floor": lambda xp: xp.floor,
+    "math.round": lambda xp: (lambda x: xp.where(x >= 0, xp.floor(x + 0.5), xp.ceil(x - 0.5))),
+}
+
+for _n in _UNARY:
+    registry.set_part("syntax", _n, h_simple)
+    registry.set_part("verify", _n, Rule((1, 1), (1, 1), check=elementwise))
+    registry.set_part("stacked", _n, stacked_elementwise)
+
+
+@registry.implements("build", *_UNARY)
+def build_unary(c, op):
+    fn_of = _UNARY[op.name]
+    t = op.result.type
+    dt = t.dtype
+
+    if op.name == "math.absi":
+        return make_unary(c, op, fn_of)
+
+    def apply_of(xp):
+        fn, wide, is_arr, astype = fn_of(xp), _wide_of(xp), xp.is_array, xp.astype
+
+        def apply(x):
+            r = fn(wide(x))
+            if is_arr(r) and r.ndim:
+                return astype(r, dt)
+            if isinstance(t, TensorType):
+                return coerce(r, t, xp)
+            return coerce(r, t)
+        return apply
+
+    return make_unary(c, op, apply_of)
+
+
+# -- math.fma -------------------------------------------------------------------------------------
+
+registry.set_part("syntax", "math.fma", h_simple)
+registry.set_part("verify", "math.fma", Rule((3, 3), (1, 1), check=elementwise))
+registry.set_part("stacked", "math.fma", stacked_elementwise)
+
+
+@registry.implements("build", "math.fma")
+def build_fma(c, op):
+    a, b, d = op.operands
+    r = op.result
+    t = r.type
+    ia, ib, idd, ir = c.slot(a), c.slot(b), c.slot(d), c.slot(r)
+    xp = c.xp
+    wide = xp.wide_float  # f64 (f32 on a device without f64)
+
+    def step(env):
+        # f64 holds the exact product of two f32 values, so a*b+c rounds (nearly) once
+        x, y, z = env[ia], env[ib], env[idd]
+        if not (xp.is_array(x) or xp.is_array(y) or xp.is_array(z)):
+            v = np.asarray(x, np.float64) * np.asarray(y, np.float64) + np.asarray(z, np.float64)
+            env[ir] = coerce(v, t)
+            return
+        v = xp.add(xp.multiply(x, y, dtype=wide), z, dtype=wide)
+        env[ir] = coerce(v, t, xp)
+
+    return step
+
+
+# -- math.powf ------------------------------------------------------------------------------------
+
+registry.set_part("syntax", "math.powf", h_simple)
+registry.set_part("verify", "math.powf", Rule((2, 2), (1, 1), check=elementwise))
+registry.set_part("stacked", "math.powf", stacked_elementwise)
+
+
+@registry.implements("build", "math.powf")
+def build_powf(c, op):
+    a, b = op.operands
+    r = op.result
+    t = r.type
+    ia, ib, ir = c.slot(a), c.slot(b), c.slot(r)
+    xp = c.xp
+    wide = _wide_of(xp)
+
+    def step(env):
+        env[ir] = coerce(xp.power(wide(env[ia]), wide(env[ib])), t, xp)
+
+    return step

@@ -1,0 +1,20 @@
+"""Number literals of the KTIR text: hexadecimal float bit patterns.
+
+Imports nothing of the emulator, so the parser and the dialect modules (``arith.constant`` folds
+``0x...`` literals of float type) may both use it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+
+def hex_float(bits: int, elem: str) -> float:
+    """Reinterpret an integer bit pattern as a float of type ``elem``."""
+    if elem == "f32":
+        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+    if elem == "f16":
+        return struct.unpack("<e", struct.pack("<H", bits & 0xFFFF))[0]
+    if elem == "f64":
+        return struct.unpack("<d", struct.pack("<Q", bits & 0xFFFFFFFFFFFFFFFF))[0]
+    raise ValueError(elem)
