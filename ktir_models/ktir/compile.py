@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .backends.capabilities import caps_of
 from .errors import EmulationFault, FaultSignal, KtirError
 from .execute import CoreContext, run_lockstep, run_steps  # noqa: F401  (re-exported)
 from .ir import Block, Function, Op, RuntimeArgType, ScalarType, Value
@@ -160,11 +161,39 @@ class Plan:
         # steps; only where every argument is an int (a hashable key) and nothing observes the
         # steps one by one (checking mode, inter-tile exchanges, LX overflow faults)
         self._tapeable = machine.tapes and self._all_int_args and not inter_tile and \
-            getattr(machine, "checks", None) is None and machine.backend.name == "numpy"
+            getattr(machine, "checks", None) is None and caps_of(machine.backend).tapes
         self._tape = None
         self._last_key = None
         self.replays = 0  # runs that replayed a tape
         self._static: dict = {}  # kind -> tape.StaticInfo, built at the first recording
+
+    def fork(self) -> "Plan":
+        """A plan of the same function sharing this plan's compiled steps (closures over slots
+        and constants; runs only read them, their caches are keyed by all they depend on), with
+        its own run state: tapes, tier-up, stacked and rerolled forms, contexts, env template.
+        Only a plan that has not run forks: the fork tiers up from a copy of the compiler as
+        compile_function left it (its containers copied two levels deep, as tier-up adds slots
+        and users). twins.py gives each function of identical text its fork of one compile."""
+        import copy
+
+        if self._runs or self._last_key is not None or self._tape is not None:
+            raise RuntimeError("Plan.fork: this plan has run; fork it before its first run")
+        c, compiler = self._c, self._tier_from
+        if compiler is not None:
+            compiler = copy.copy(compiler)
+            for name, value in vars(compiler).items():
+                if type(value) is dict:
+                    value = {k: copy.copy(v) if type(v) in (dict, list, set) else v
+                             for k, v in value.items()}
+                elif type(value) in (list, set):
+                    value = copy.copy(value)
+                setattr(compiler, name, value)
+        slots = compiler.slots if compiler is not None else dict(c.slots)
+        plan = Plan(self.machine, self.fn, _Compiled(list(c.steps), list(c.template),
+                                                     list(c.arg_slots), slots),
+                    self.lx_peak, self.inter_tile)
+        plan._tier_from = compiler
+        return plan
 
     def _bind(self, args) -> list:
         fn = self.fn
@@ -411,6 +440,6 @@ def compile_function(machine: Machine, fn: Function) -> Plan:
     from .reroll import is_candidate
 
     if not faults and not c.uses_inter_tile and getattr(machine, "checks", None) is None and \
-            c.xp.name == "numpy" and (fn.num_cores > 1 or is_candidate(c, fn)):
+            caps_of(c.xp).stacked and (fn.num_cores > 1 or is_candidate(c, fn)):
         plan._tier_from = c  # the batched form is built at the plan's second run
     return plan

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import UserError
+from .backends.capabilities import caps_of
 from .backends.f16_convert import all_finite as native_all_finite
 from .errors import FaultSignal
 
@@ -288,9 +289,10 @@ class RunStats:
 
 
 def _native_matmul(wanted: bool | None, backend) -> bool:
-    if wanted is False or getattr(backend, "name", None) != "numpy":
-        if wanted and getattr(backend, "name", None) != "numpy":
-            raise UserError("native_matmul needs the numpy back end")
+    native_f16 = caps_of(backend).native_f16
+    if wanted is False or not native_f16:
+        if wanted and not native_f16:
+            raise UserError("native_matmul needs the numpy back end (native f16 kernels)")
         return False
     from .backends import seqmm
 
@@ -331,7 +333,7 @@ class Machine:
             raise UserError(f"lx_model must be one of {', '.join(MODELS)}, got {lx_model!r}")
         self.lx_model = lx_model
         # points of access tiles that fell outside their view's coordinate set so far (loads
-        # padded them, stores skipped them: ops/ktdp.py); the checking mode warns when it grows
+        # padded them, stores skipped them: dialects/ktdp/access.py); the checking mode warns when it grows
         self.masked_points = 0
         if isinstance(backend, str):
             from .backends import make_backend
@@ -375,7 +377,7 @@ class Machine:
         if self.native_matmul:
             return "native f16 kernel (f32 sums, sequential over k)"
         blas = f"{self.backend.describe()} BLAS on f32 copies (the library's summation order)"
-        if self.backend.name != "numpy" or self._native_asked is False:
+        if not caps_of(self.backend).native_f16 or self._native_asked is False:
             return blas
         from .backends import seqmm
 

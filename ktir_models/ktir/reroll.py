@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .backends.capabilities import caps_of
 from .ir import AccessTileType, DenseConstant, Function, Op, ScalarType, TensorType
 
 _MIN_OPS = 40  # below this the plain steps cost less than the detection is worth
@@ -115,10 +116,10 @@ def _reshaped(a, b) -> bool:
 def _tile_corner(op: Op):
     """The lower corner of an access tile whose set is the box of its type's shape in identity
     order (a ragged tile: groups differ in the box's extents only), else None."""
-    from .ops.ktdp import _tile_geometry, static_box
+    from .dialects.ktdp.tiles import static_box, tile_geometry
 
     s = op.attrs["access_tile_set"]
-    box, _, identity, _ = _tile_geometry(s, op.attrs["access_tile_order"])
+    box, _, identity, _ = tile_geometry(s, op.attrs["access_tile_order"])
     if box is None or not identity or s.num_syms:
         return None
     los, ext = static_box(box)
@@ -371,9 +372,9 @@ def _template(shapes: dict, count: int) -> int | None:
 
 
 def is_candidate(c, fn: Function) -> bool:
-    """Cheap pre-check: a function on the numpy back end, long enough to hold repeats worth the
-    analysis."""
-    return c.xp.name == "numpy" and len(fn.body.block.ops) >= _MIN_OPS
+    """Cheap pre-check: a function on a back end that runs rerolled forms (``caps.stacked``),
+    long enough to hold repeats worth the analysis."""
+    return caps_of(c.xp).stacked and len(fn.body.block.ops) >= _MIN_OPS
 
 
 def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
@@ -384,7 +385,7 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     from .stacked import varying_values
     from .stacked_values import Builder, restack
 
-    if c_plain.xp.name != "numpy" or c_plain.lx_faults or not is_candidate(c_plain, fn):
+    if not caps_of(c_plain.xp).stacked or c_plain.lx_faults or not is_candidate(c_plain, fn):
         return None
     rep = find_repeats(fn)
     if rep is None:

@@ -34,6 +34,7 @@ Invariants:
 from __future__ import annotations
 
 from . import stacked_steps  # noqa: F401  (registers the stacked forms not yet in dialects/)
+from .backends.capabilities import caps_of
 from .ir import Function, Op
 from .stacked_values import (  # noqa: F401  (re-exported until their users import stacked_values)
     Builder, Contexts, CoreEnv, Fallback, PerCore, StackedPlan, StackedTile, fallback, lift, native,
@@ -124,7 +125,7 @@ def varying_values(fn: Function, seeds: set[int] | None = None, ops: list | None
 def compile_stacked(c, fn: Function) -> StackedPlan | None:
     """The stacked steps of ``fn`` (compiled by ``c``), or None when stacking cannot pay: a single
     core, or no op with a stacked form."""
-    if fn.num_cores < 2 or c.xp.name != "numpy":
+    if fn.num_cores < 2 or not caps_of(c.xp).stacked:
         return None
     b = Builder(c, fn.num_cores, fn.grid, varying_values(fn))
     steps = b.block(fn.body.block)

@@ -12,11 +12,17 @@ time, so a compiled plan calls the back end directly.
 ``make_backend(name, device)`` builds one and turns every unavailable choice into one clear
 :class:`~ktir_models.errors.UserError`. ``f16_chain`` is the sequential f16 accumulation both back
 ends share.
+
+Each back end declares the fast tiers it supports as ``caps``, a frozen
+:class:`~.capabilities.Capabilities` record (``host_arrays``, ``stacked``, ``tapes``,
+``native_f16``); gates read ``caps_of(backend).<field>``, which gives a back end without ``caps``
+the conservative default (every field False).
 """
 
 from __future__ import annotations
 
 from ...errors import UserError
+from .capabilities import ALL, NONE, Capabilities, caps_of  # noqa: F401  (the back-end caps)
 
 BACKENDS = ("numpy", "torch")
 DEVICES = ("auto", "cpu", "cuda", "mps")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .capabilities import ALL
 from .f16_convert import convert
 
 _as_strided = np.lib.stride_tricks.as_strided
@@ -19,6 +20,7 @@ class NumpyBackend:
 
     name = "numpy"
     device = "cpu"
+    caps = ALL  # the reference: every fast tier is written for host numpy arrays
     array_type = np.ndarray
     #: the accumulator of an f32/f64 reduction (f64: numpy's pairwise sum in double precision)
     wide_float = np.dtype(np.float64)
@@ -113,7 +115,7 @@ class NumpyBackend:
         """A 0-d array element as a numpy scalar."""
         return x[()] if isinstance(x, np.ndarray) else x
 
-    # -- reductions (``kind`` as in ops/linalg.py; ``dtype`` is the accumulator) ---------------
+    # -- reductions (``kind`` as in dialects/linalg/reduce.py; ``dtype`` is the accumulator) ---------------
     @staticmethod
     def reduce(kind: str, x, axis: tuple, dtype=None):
         if kind == "sum":

@@ -25,6 +25,8 @@ import warnings
 
 import numpy as np
 
+from .capabilities import NONE
+
 try:
     import torch
 except ImportError:  # pragma: no cover - make_backend reports the missing extra
@@ -52,6 +54,8 @@ class TorchBackend:
     """torch tensors on ``device``; see the module docstring for memory and numerics."""
 
     name = "torch"
+    # tensors live in torch (on a device, or host memory torch owns): no numpy-only fast tier
+    caps = NONE
 
     def __init__(self, device: str = "cpu"):
         self.device = device
