@@ -12,8 +12,8 @@ that module is imported. Its parts are the jobs the drivers do with an op:
   op once for all cores of a grid (stacked.py), optional;
 * ``ragged``  -- whether the op has a ragged form (reroll.py's repeats of unequal extents),
   optional;
-* ``cost``    -- the latency handler ``handler(walker, op, scale)`` (latency/), optional: ops
-  without one are charged by the walker's generic rule (elementwise vector work).
+* ``cost``    -- the latency handler ``handler(walker, op, scale)`` (latency/), or the name of a
+  generic rule: "free", "scalar", "vector", "transcendental", "layout" (docs/latency.md), optional.
 
 Invariants: the registry imports nothing of the emulator but the IR, so every layer may read it;
 a part is set once (setting it again raises, so two modules cannot silently disagree on what an op
@@ -40,7 +40,7 @@ class OpDef:
     build: Callable | None = None
     stacked: Callable | None = None
     ragged: Any = None
-    cost: Callable | None = None
+    cost: Callable | str | None = None
 
     @property
     def dialect(self) -> str:
