@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Op, TensorType
-from .machine import f16_all_finite
+from .backends.f16_convert import f16_all_finite
 from .stacked_values import Builder as _Builder, lift
 
 _FLOAT_ELEMENTWISE = {
@@ -130,7 +130,8 @@ def shares_b(c, op: Op, vary_ids: set) -> bool:
     """Whether matmul ``op`` can take a per-core B (:class:`Shared`): on the native kernel, with
     a 2-D A and a zero or per-virtual-core accumulator (the rows of a core's groups then form
     one block)."""
-    from .ops.linalg import _is_zero_const, uses_native
+    from .dialects.linalg import is_zero_const as _is_zero_const
+    from .native_matmul import uses_native
 
     (a, _), (acc,) = op.groups["ins"], op.groups["outs"]
     return uses_native(c, op) and len(a.type.shape) == 2 and \
@@ -193,7 +194,7 @@ def ragged_step(b: _Builder, op: Op, plain):
 def _shared_load(b: _Builder, op: Op):
     """The load once per core (the first group's corner of each core: they all agree)."""
     from .stacked_values import Fallback as _Fallback, StackedTile
-    from .stacked_steps import read_boxes
+    from .dialects.ktdp.stacked_boxes import read_boxes
 
     c = b.c
     it, ir = c.slot(op.operands[0]), c.slot(op.result)
@@ -251,7 +252,9 @@ def _or_per_core(b: _Builder, op: Op, step):
 
 
 def _matmul(b: _Builder, op: Op, plain):
-    from .ops.linalg import _is_zero_const, _native_matmul_step, uses_native
+    from .dialects.linalg import (is_zero_const as _is_zero_const,
+                                  native_matmul_step as _native_matmul_step)
+    from .native_matmul import uses_native
 
     (a, bb), (acc,) = op.groups["ins"], op.groups["outs"]
     ka, kb = _k_dim(op, 0), _k_dim(op, 1)
@@ -315,8 +318,9 @@ def _matmul(b: _Builder, op: Op, plain):
 
 
 def _reduce(b: _Builder, op: Op, plain):
-    from .ops.arith import coerce
-    from .ops.linalg import _REDUCERS, _accumulator, _body_combiner, _fast_reduce
+    from .dialects.arith import coerce
+    from .dialects.linalg import (REDUCERS as _REDUCERS, accumulator as _accumulator,
+                                  body_combiner as _body_combiner, fast_reduce as _fast_reduce)
 
     (x,), (init,) = op.groups["ins"], op.groups["outs"]
     dims = tuple(op.attrs["dimensions"])

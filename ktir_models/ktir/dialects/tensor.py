@@ -484,6 +484,12 @@ def build_generate(c, op):
     return step
 
 
-# the yield is read by tensor.generate's builder; it has no step of its own
+# -- tensor.yield: closes tensor.generate's body, whose builder reads the yielded slot ----------
+
 registry.set_part("syntax", "tensor.yield", h_yield)
 registry.set_part("verify", "tensor.yield", Rule((1, 1), (0, 0)))
+
+
+@registry.implements("build", "tensor.yield")
+def build_yield(c, op):
+    return None  # tensor.generate reads the yielded slot directly

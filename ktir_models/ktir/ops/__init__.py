@@ -27,5 +27,5 @@ def register(*names: str):
 
 
 # op kinds not yet moved to dialects/ register here; those moved register there
-from . import arith, linalg  # noqa: E402,F401  (registration)
+from . import linalg  # noqa: E402,F401  (registration)
 from .. import dialects  # noqa: E402,F401  (registration)
