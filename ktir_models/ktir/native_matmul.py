@@ -11,7 +11,8 @@ so dialect modules and drivers alike may use it.
 
 from __future__ import annotations
 
-MATMULS = ("linalg.matmul", "linalg.matmul_transpose_b", "linalg.batch_matmul")
+MATMULS = ("linalg.matmul", "linalg.matmul_transpose_b", "linalg.batch_matmul",
+           "linalg.matvec")  # matvec: the matmul of A by x as a K x 1 matrix (dialects/linalg)
 
 
 def uses_native(c, op) -> bool:

@@ -129,7 +129,7 @@ def test_f16_max_and_min_reductions_select_numpys_values():
     selected is numpy's float16 one (NaN rows stay NaN; maxnumf/minnumf skip NaN)."""
     from ktir_models.ktir.backends import make_backend
     from ktir_models.ktir.ir import TensorType
-    from ktir_models.ktir.ops.linalg import _fast_reduce
+    from ktir_models.ktir.dialects.linalg import fast_reduce as _fast_reduce
 
     xp = make_backend("numpy")
     x = (RNG.standard_normal((40, 3, 64)) * 100).astype(np.float16)

@@ -100,11 +100,11 @@ def bind_node(machine, node: dict, tensors: dict, inputs: dict) -> tuple[dict, d
 
 def _run_node(directory, node: dict, tensors: dict, inputs: dict, batched: bool, native: bool,
               monkeypatch):
-    from ktir_models.ktir.ops import scf
+    from ktir_models.ktir import patterns
 
     with monkeypatch.context() as patch:
         if not batched:
-            patch.setattr(scf, "_try_batched_gemm_loop", lambda c, op: None)
+            patch.setitem(patterns.RULES, "scf.for", [])  # no K-loop rule: the plain loop
         fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
         # plain: core after core, per-trip loop
         machine = ktir.Machine(grid_batching=batched, native_matmul=native)
