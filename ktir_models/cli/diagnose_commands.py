@@ -37,12 +37,15 @@ def with_sections(report, **sections) -> _Doc:
 
 
 def forward_extras(report, model: str, program: Path, weights: str, seed: int = 0, *,
-                   latency: bool = False, diagnose: bool = False, backend=None, parsed=None) -> dict:
+                   latency: bool = False, diagnose: bool = False, backend=None, parsed=None,
+                   text_pass=None) -> dict:
     """What `forward --latency` / `forward --diagnose` add after the forward's own report: print
     the latency table (every node) and, when the forward failed its golden, the diagnosis (run on
     the forward's array ``backend``). ``parsed``: the forward's parsed program
-    (``model/program.py``), reused so that the program is read and parsed once per run. Returns
-    the JSON sections to add to the forward's report (see :func:`with_sections`)."""
+    (``model/program.py``), reused so that the program is read and parsed once per run;
+    ``text_pass``: the pass of a forward over a text (``--prompt`` / ``--text``), whose token ids
+    the diagnosis then runs too. Returns the JSON sections to add to the forward's report (see
+    :func:`with_sections`)."""
     sections: dict = {}
     if latency:
         result = program_latency(program, parsed=parsed)
@@ -51,7 +54,8 @@ def forward_extras(report, model: str, program: Path, weights: str, seed: int = 
     failed = getattr(report, "metrics", None) is not None and not getattr(report, "passed", True)
     if diagnose and failed:
         try:
-            found = diagnose_program(model, program, weights, seed, backend=backend, parsed=parsed)
+            found = diagnose_program(model, program, weights, seed, backend=backend, parsed=parsed,
+                                     pass_=text_pass)
         except UserError as exc:  # e.g. a program whose KV prefix the host cannot bind alone
             print(f"diagnose: not available for this program: {exc}")
             sections["diagnose"] = {"error": str(exc)}
@@ -62,10 +66,11 @@ def forward_extras(report, model: str, program: Path, weights: str, seed: int = 
 
 
 def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, checks=None,
-                     backend=None, lx_model: str = "allocator", parsed=None):
+                     backend=None, lx_model: str = "allocator", parsed=None, pass_=None):
     """Validate and diagnose one program (what `diagnose` and `forward --diagnose` run) on the
     array ``backend`` (a back-end object; default numpy). ``parsed``: the program already loaded,
-    validated and parsed (by the forward), not read again."""
+    validated and parsed (by the forward), not read again; ``pass_``: the pass to diagnose (a
+    forward's over a text), default the program's golden-convention pass."""
     from ..model.diagnose import diagnose as run_diagnose
     from ..model.manifest import check_signatures, load_manifest, validate
     from ..model.registry import resolve_model
@@ -80,7 +85,7 @@ def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, che
         check_signatures(manifest)
     ckpt = get_checkpoint(spec, weights, seed=seed)
     return run_diagnose(manifest, spec.config, ckpt, checks=checks, backend=backend,
-                        lx_model=lx_model, parsed=parsed)
+                        lx_model=lx_model, parsed=parsed, pass_=pass_)
 
 
 def _check_json(json_path: Path | None, program: Path, force: bool = False) -> None:

@@ -84,13 +84,14 @@ def forward(
         program = _emit(model, mode, tokens, past)
     elif past:
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
-    report, parsed = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet, json_path,
-                              array_backend, lx_model, text_input=text_input)
+    report, parsed, pass_ = _forward(model, program, mode, tokens, weights, golden, repeat, seed, quiet,
+                                     json_path, array_backend, lx_model, text_input=text_input)
     print(report.render())
     from .diagnose_commands import forward_extras, with_sections  # --latency / --diagnose
 
     sections = forward_extras(report, model, program, weights, seed, latency=latency, diagnose=diagnose,
-                              backend=array_backend, parsed=parsed)
+                              backend=array_backend, parsed=parsed,
+                              text_pass=pass_ if text_input is not None else None)
     if json_path is not None:
         write_json(json_path, with_sections(report, **sections) if sections else report)
     if report.metrics is not None and not report.passed:
@@ -141,8 +142,9 @@ def _text_pass_shape(text_input, mode, past):
 
 def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, quiet, json_path=None,
              array_backend=None, lx_model="allocator", text_input=None):
-    """The forward's report and its parsed program (the one parse of the run, reused by
-    --latency and --diagnose); the emulator computes on ``array_backend`` (default numpy).
+    """The forward's report, its parsed program (the one parse of the run, reused by
+    --latency and --diagnose) and the pass it ran (``bindings.PassSpec``: the token ids, which
+    --diagnose reruns); the emulator computes on ``array_backend`` (default numpy).
     With ``text_input`` (a tokenised text) the pass reads its ids instead of the synthetic ones and
     the report adds teacher-forced text metrics."""
     from ..model import golden as golden_mod
@@ -271,7 +273,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
         near_ties=near_ties,
         text=text_doc,
     )
-    return report, parsed
+    return report, parsed, pass_
 
 
 def _named_inputs(program: Path | None, golden: str, weights: str) -> list[Path]:

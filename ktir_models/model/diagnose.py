@@ -392,7 +392,8 @@ def first_jump(errors: list[NodeError]) -> NodeError | None:
 
 def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = None,
              reference: dict | None = None, show_progress: bool = False,
-             backend: Any = None, lx_model: str = "allocator", parsed: Any = None) -> DiagnoseReport:
+             backend: Any = None, lx_model: str = "allocator", parsed: Any = None,
+             pass_: Any = None) -> DiagnoseReport:
     """Run ``manifest``'s program on ``ckpt`` and compare every mapped node with transformers.
 
     ``checks`` (optional) is passed to the emulator's machine as its checking mode (its warnings,
@@ -401,7 +402,11 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
     ``backend`` (optional) is the emulator's array back end (default numpy; see ktir.backends);
     ``lx_model`` how the machine counts LX (docs/emulator.md, "LX accounting"); ``parsed``
     (optional) is ``manifest``'s program already parsed (``program.ParsedProgram``, e.g. the
-    forward's), compiled here on the diagnosis's own machine without parsing it again.
+    forward's), compiled here on the diagnosis's own machine without parsing it again; ``pass_``
+    (optional, a ``bindings.PassSpec``) is the pass to diagnose, e.g. a forward's over a text's
+    token ids: the emulator and the reference both run exactly its ids and positions, and the
+    fixture's stored host inputs (``t<id>.f16.gz``, made for the fixture's own ids) are not read.
+    Without it the manifest's golden-convention pass runs, with the stored inputs where present.
     """
     from .. import ktir
     from .bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
@@ -410,14 +415,14 @@ def diagnose(manifest: Manifest, cfg: Any, ckpt: Any, *, checks: Any | None = No
 
     roles = map_nodes(manifest)
     notes: list[str] = []
-    spec = pass_spec(manifest, cfg)
+    spec = pass_ if pass_ is not None else pass_spec(manifest, cfg)
     machine = ktir.Machine(backend=backend if backend is not None else "numpy", lx_model=lx_model)
     if checks is not None:
         machine.checks = checks
     runner = Runner(manifest, machine=machine, show_progress=show_progress)
     parsed = runner.load(parsed).parsed
     runner.marshal(ckpt)
-    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
+    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest)) if pass_ is None else {}
     inputs = bind_pass_inputs(manifest, cfg, ckpt, spec, vendored)
     fault = fault_node = None
     try:
