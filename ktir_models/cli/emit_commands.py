@@ -35,15 +35,16 @@ def emit(
     start = time.perf_counter()
     directory = emit_program(spec.config, mode, tokens, past, out, spec.name, capacity=capacity, force=force)
     seconds = time.perf_counter() - start
-    import json
+    from ..model.emitted import emitted_fields, emitted_nodes
+    from ..model.manifest import load_manifest
 
-    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    nodes = manifest["nodes"]
-    lx = max(n["lx_estimate"] for n in nodes)
-    grid = max(n["grid"][0] for n in nodes)
+    manifest = load_manifest(directory, host_scalars=True)  # the typed manifest, as a session reads it
+    fields, nodes = emitted_fields(manifest), emitted_nodes(manifest)
+    lx = max(n.lx_estimate for n in nodes)
+    grid = max(n.cores for n in nodes)
     print(
-        f"emit: {spec.name} {manifest['mode']} m={manifest['m']} past={manifest['past']} "
-        f"capacity={manifest['capacity']}: {len(nodes)} nodes in {directory} ({seconds:.2f} s); "
+        f"emit: {spec.name} {manifest.mode} m={fields.m} past={fields.past} "
+        f"capacity={fields.capacity}: {len(nodes)} nodes in {directory} ({seconds:.2f} s); "
         f"largest grid {grid} cores, largest LX estimate {lx / 1024:.0f} KiB per core"
     )
 

@@ -1,4 +1,10 @@
-"""`ktir-models check` and `ktir-models run`: the emulator on single KTIR files."""
+"""`ktir-models check` and `ktir-models run`: the emulator on single KTIR files.
+
+Both take KTIR files, never a program directory: there is no manifest, so they call the ktir API
+directly (``load_module``; ``Machine.compile`` on the one function ``run`` runs). Everything that
+runs a manifest's nodes (forward's runner, generate's session, diagnose, latency) goes through the
+loaded-program object of ``model/program.py`` instead.
+"""
 
 from __future__ import annotations
 

@@ -87,3 +87,43 @@ def emitted_fields(manifest: Manifest) -> EmittedFields:
     if fields.past + fields.m > fields.capacity:
         raise UserError(f"{where}: past {fields.past} + m {fields.m} exceed the capacity {fields.capacity}")
     return fields
+
+
+@dataclass(frozen=True)
+class EmittedNode:
+    """Our emitter's plan facts of one node (its manifest record's ``kind``, ``layer``, ``grid``
+    and ``lx_estimate``): the cores of its grid and its estimated LX bytes per core."""
+
+    kind: str
+    layer: int | None
+    cores: int
+    lx_estimate: int
+
+
+def emitted_nodes(manifest: Manifest) -> tuple[EmittedNode, ...]:
+    """The plan facts of every node of our emitter's program, in manifest order. The typed
+    manifest keeps no per-node fields beyond the external schema, so they are read from the
+    program's manifest.json here, the one place that does; a UserError names a malformed one."""
+    from ..readers import InputFileError, read_json
+
+    where = manifest.directory / MANIFEST_FILE
+    if not is_emitted(manifest):
+        raise UserError(f"{where}: not a program of our emitter (format {manifest.extras.get('format')!r})")
+    try:
+        records = read_json(where, "manifest").get("nodes")
+    except InputFileError as exc:
+        raise UserError(str(exc)) from None
+    if not isinstance(records, list) or len(records) != len(manifest.nodes):
+        raise UserError(f"{where}: nodes: the file changed since it was loaded")
+    out = []
+    for i, r in enumerate(records):
+        grid, lx, layer = r.get("grid"), r.get("lx_estimate"), r.get("layer")
+        if not (isinstance(grid, list) and grid and _count(grid[0], 1) and _count(lx, 0)
+                and (layer is None or _count(layer, 0))):
+            raise UserError(f"{where}: nodes[{i}]: grid, lx_estimate or layer is missing or malformed")
+        out.append(EmittedNode(str(r.get("kind", "")), layer, grid[0], lx))
+    return tuple(out)
+
+
+def _count(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
