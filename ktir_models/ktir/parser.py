@@ -1,6 +1,6 @@
 """The recursive-descent parser: KTIR text -> :mod:`ir` (types, attributes, module, functions,
-regions, op dispatch; the tokenizer is parse/lexer.py, each op's custom form parse/ops_custom.py,
-MLIR's generic form parse/generic_form.py).
+regions, op dispatch by the registry's ``syntax`` part; the tokenizer is parse/lexer.py, each op's
+custom form its dialect module in dialects/, MLIR's generic form parse/generic_form.py).
 
 The tokenizer is one regular expression. Types (``tensor<...>``, ``memref<...>``,
 ``!ktdp.access_tile<...>``), affine maps/sets and ``#ktdp.*<...>`` attributes are single tokens, and
@@ -25,8 +25,8 @@ from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
 from .parse.lexer import (_LINE_CACHE, _LineOffsets, _LineTokens, _TOKEN_RE,  # noqa: F401
                           _classify, _tokenize, _tokenize_text)
-from .parse.ops_custom import _HANDLERS, KNOWN_OPS  # noqa: F401
-from . import dialects  # noqa: E402,F401  (registers each op kind's syntax)
+from . import dialects  # noqa: F401  (registers each op kind's syntax)
+from . import registry
 from .errors import Diagnostic, KtirError, Location
 from .ir import (INDEX, AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
@@ -575,7 +575,7 @@ class _Parser:
                 opname = "return"
             elif opname == "call":
                 opname = "func.call"
-            handler = _HANDLERS.get(opname)
+            handler = registry.part("syntax", opname)
             if handler is None:
                 self.fail(f"unknown operation '{opname}'", name_i)
             op = Op(opname, loc)

@@ -1,40 +1,22 @@
-"""Structural and type verification of parsed KTIR.
+"""Structural and type verification of parsed KTIR: the driver.
 
-The rules are a table, :data:`RULES`: op name -> :class:`Rule` (operand/result counts, required
-attributes, number of regions, and an optional shape/type check). :func:`verify` walks every op,
-applies its rule and collects *all* violations as located diagnostics, then raises one
-:class:`KtirError`. Unknown ops are errors. Definition-before-use is checked by the parser (it must
-resolve names to values anyway) and reported with the same ``file:line:col: error:`` format.
+Each op kind's rule is its ``verify`` part in the registry (registry.py), a
+:class:`~ktir_models.ktir.verify_rules.Rule` (operand/result counts, required attributes, number
+of regions, and an optional shape/type check) registered by its dialect module (dialects/).
+:func:`verify` walks every op, applies its rule and collects *all* violations as located
+diagnostics, then raises one :class:`KtirError`. Unknown ops are errors. Definition-before-use is
+checked by the parser (it must resolve names to values anyway) and reported with the same
+``file:line:col: error:`` format. Besides the per-op rules, this module checks what spans ops:
+terminators and their parents, a function's return, calls and call cycles, and reduce results.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
-from .affine import AffineMap, AffineSet
-from .errors import Diagnostic, KtirError
-from .registry import Table
 from . import dialects  # noqa: F401  (registers each op kind's rule)
-from .verify_rules import (Bad as _Bad, Rule, check_declared_ins_outs as _check_declared_ins_outs,
-                           check_yield as _check_yield,
-                           check_declared_operands as _check_declared_operands,
-                           compatible as _compatible, declared as _declared, elem as _elem,
-                           elementwise as _elementwise, eq as _eq, fail as _fail,
-                           ins_outs as _ins_outs, same_shape as _same_shape, shape as _shape)
-from .ir import (AccessTileType, DenseConstant, FLOAT_TYPES, Function, INT_TYPES, MemorySpace,
-                 MemRefType, Module, Op, RuntimeArgType, ScalarType, TensorType, TileFutureType)
-
-
-    # No rule ties the set's extent to the result type: the dialect's verifier has none (its own
-    # tests build 1x64 tiles from a 2x64 set and 32x16 tiles from a 16x32 one). The tile is the
-    # result type's box; positions whose point is outside the set are not accessed
-    # (docs/emulator.md, "Access tiles whose type and set differ").
-
-
-RULES = Table("verify")  # op name -> Rule, a view of the registry (registry.py)
-RULES.update({
-})
+from . import registry
+from .errors import Diagnostic, KtirError
+from .ir import Function, Module, Op, ScalarType, TileFutureType
+from .verify_rules import Bad as _Bad, Rule, compatible as _compatible, fail as _fail
 
 # terminators and the ops whose region they close
 _TERMINATOR_PARENTS = {
@@ -105,7 +87,7 @@ def _verdict_key(op: Op, parent: str | None) -> tuple | None:
 
 
 def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
-    rule = RULES.get(op.name)
+    rule = registry.part("verify", op.name)
     if rule is None and op.attrs.get("opaque"):
         return  # an op of a dialect the emulator does not know, kept as written (generic form)
     if rule is None:

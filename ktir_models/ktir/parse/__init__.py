@@ -1,7 +1,8 @@
 """Pieces of the KTIR parser by job (the recursive-descent core is :mod:`ktir.parser`).
 
 * :mod:`.lexer` — the tokenizer (one regular expression) and its per-line cache.
-* :mod:`.ops_custom` — the custom assembly format of every op: one handler per op name.
+* :mod:`.ops_custom` — syntax pieces the ops' custom assembly formats share (each op's handler
+  is registered by its dialect module).
 * :mod:`.types` — type texts the frontend defines beyond the builtin ones: ``!ktdp.runtime_arg``
   and memrefs that name their memory space.
 * :mod:`.ops_frontend` — syntax pieces several readers share: ``ktdp.runtime_arg_extract``'s

@@ -1,4 +1,5 @@
-"""The custom assembly format of each op: one handler per op name (:data:`HANDLERS`).
+"""Syntax pieces the op kinds' custom assembly formats share (each op kind's handler is its
+``syntax`` part in the registry, registered by its dialect module in dialects/).
 
 A handler takes the parser positioned after the op name, fills ``op`` (operands, operand groups,
 attributes, regions) and returns the result types. It may look at most two tokens past the last
@@ -7,11 +8,7 @@ one it consumes (op_templates.py relies on it).
 
 from __future__ import annotations
 
-from .. import affine
-from ..errors import Location
-from ..ir import (INDEX, AccessTileType, DenseConstant, Op, Region, ScalarType, TensorType, Value)
-from . import generic_form, tile_types
-from ..registry import Table
+from ..ir import Op, Value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,9 +42,3 @@ def h_yield(p, op: Op):
         op.attrs["types"] = p.type_list()
     return []
 
-
-_HANDLERS = Table("syntax")  # op name -> handler, a view of the registry (registry.py)
-_HANDLERS.update({
-})
-
-KNOWN_OPS = frozenset(_HANDLERS)
