@@ -1,7 +1,8 @@
 """arith: constants, elementwise float/int ops, comparisons, select, casts.
 
-Each op kind's parts stand side by side (registry.py): custom syntax, verification rule, builder
-and, for the elementwise kinds and select, the stacked form.
+Each op kind's parts stand side by side (registry.py): custom syntax, verification rule, builder,
+cost (a generic-rule category of latency/walker.py, or the constant's handler) and, for the
+elementwise kinds and select, the stacked form.
 
 Numerics: an f16 op computes in f32 and rounds once to f16. numpy's float16 ufuncs do exactly that
 for + - * / and sqrt (f32 has enough precision that the double rounding is innocuous), so they are
@@ -22,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import registry
+from ..backends.capabilities import caps_of
 from ..backends.f16_convert import MIN_ELEMENTS, binop, convert
 from ..backends.numpy_backend import NumpyBackend
 from ..ir import DenseConstant, Op, ScalarType, TensorType
@@ -213,6 +215,18 @@ def _constant(op: Op) -> None:
 registry.set_part("verify", "arith.constant", Rule((0, 0), (1, 1), ("value",), check=_constant))
 
 
+@registry.implements("cost", "arith.constant")
+def cost_constant(w, op: Op, scale: float) -> None:
+    """Free; an integer scalar's value is recorded for the latency walker's index arithmetic."""
+    if op.results and isinstance(op.result.type, ScalarType):
+        c = op.attrs.get("value")
+        vals = getattr(c, "values", None)
+        if vals and op.result.type.name in ("index", "i64", "i32", "i16", "i8", "i1"):
+            v = vals[0]
+            w.env[op.result] = int(v) if not isinstance(v, bool) else int(v)
+    w.free(op)
+
+
 @registry.implements("build", "arith.constant")
 def build_constant(c, op):
     t = op.result.type
@@ -320,6 +334,8 @@ for _n in _ELEMENTWISE:
     registry.set_part("syntax", "arith." + _n, h_simple)
     registry.set_part("verify", "arith." + _n,
                       Rule((1 if _n in ("negf", "absf") else 2,) * 2, (1, 1), check=elementwise))
+    # integer ops: evaluated (and free) on scalars by the latency walker, vector work on tensors
+    registry.set_part("cost", "arith." + _n, "scalar" if "arith." + _n in INT_BINARY else "vector")
 
 # + - * / on f16 tensors: numpy's float16 loops are slow; computing in f32 and rounding once gives
 # the identical, correctly rounded f16 result (f32 carries 24 >= 2*11 + 2 bits, so the double
@@ -339,7 +355,7 @@ def build_float_binary(c, op):
             def via_f32(a, b):
                 return astype(fn(a, b, dtype=F32), f16)
 
-            if xp.name != "numpy":
+            if not caps_of(xp).native_f16:  # the native kernels read host f16 arrays
                 return via_f32
 
             def via_f32_widened(a, b):
@@ -408,6 +424,8 @@ def _cmp(op: Op) -> None:
 for _n in ("arith.cmpi", "arith.cmpf"):
     registry.set_part("syntax", _n, h_simple)
     registry.set_part("verify", _n, Rule((2, 2), (1, 1), ("predicate",), check=_cmp))
+registry.set_part("cost", "arith.cmpi", "scalar")
+registry.set_part("cost", "arith.cmpf", "vector")
 
 
 def _cmpf(pred: str, xp):
@@ -473,6 +491,7 @@ def _select(op: Op) -> None:
 
 registry.set_part("syntax", "arith.select", h_simple)
 registry.set_part("verify", "arith.select", Rule((3, 3), (1, 1), check=_select))
+registry.set_part("cost", "arith.select", "scalar")
 
 
 @registry.implements("build", "arith.select")
@@ -606,6 +625,11 @@ def build_cast(c, op):
     return make_unary(c, op, _cast_of(op.name, src, dst))
 
 
+# integer casts are evaluated (and free) on scalars by the latency walker; bitcast moves no data
+_INT_CASTS = {"index_cast", "index_castui", "extsi", "extui", "trunci"}
+
 for _n in _CASTS:
     registry.set_part("syntax", "arith." + _n, h_simple)
     registry.set_part("verify", "arith." + _n, Rule((1, 1), (1, 1), check=_cast))
+    registry.set_part("cost", "arith." + _n,
+                      "scalar" if _n in _INT_CASTS else "free" if _n == "bitcast" else "vector")

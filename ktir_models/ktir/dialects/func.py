@@ -90,6 +90,7 @@ def h_return(p, op: Op):
 
 # operands checked against the function's results by the verifier
 registry.set_part("verify", "return", Rule((0, None), (0, 0)))
+registry.set_part("cost", "return", "free")
 
 
 @registry.implements("build", "return")

@@ -2,7 +2,9 @@
 
 Each op kind's parts stand side by side (registry.py): the custom syntax and the stacked form are
 arith's elementwise ones (:func:`.arith.h_simple`, :func:`.arith.stacked_elementwise`); the
-verification rule is the shared elementwise check; the builders are below.
+verification rule is the shared elementwise check; the cost is the latency walker's
+"transcendental" rule for the functions that pay its penalty, "vector" for the others; the
+builders are below.
 
 Each op computes in at least f32 and rounds once to the result type: an f16 input is widened to
 f32, the function is evaluated in f32, and the result is rounded to f16 (numpy's float16 ufuncs do
@@ -79,10 +81,13 @@ _UNARY = {
     "math.round": lambda xp: (lambda x: xp.where(x >= 0, xp.floor(x + 0.5), xp.ceil(x - 0.5))),
 }
 
+_VECTOR_COST = {"math.absf", "math.absi", "math.ceil", "math.floor", "math.round"}
+
 for _n in _UNARY:
     registry.set_part("syntax", _n, h_simple)
     registry.set_part("verify", _n, Rule((1, 1), (1, 1), check=elementwise))
     registry.set_part("stacked", _n, stacked_elementwise)
+    registry.set_part("cost", _n, "vector" if _n in _VECTOR_COST else "transcendental")
 
 
 @registry.implements("build", *_UNARY)
@@ -114,6 +119,7 @@ def build_unary(c, op):
 registry.set_part("syntax", "math.fma", h_simple)
 registry.set_part("verify", "math.fma", Rule((3, 3), (1, 1), check=elementwise))
 registry.set_part("stacked", "math.fma", stacked_elementwise)
+registry.set_part("cost", "math.fma", "vector")
 
 
 @registry.implements("build", "math.fma")
@@ -143,6 +149,7 @@ def build_fma(c, op):
 registry.set_part("syntax", "math.powf", h_simple)
 registry.set_part("verify", "math.powf", Rule((2, 2), (1, 1), check=elementwise))
 registry.set_part("stacked", "math.powf", stacked_elementwise)
+registry.set_part("cost", "math.powf", "transcendental")
 
 
 @registry.implements("build", "math.powf")

@@ -2,7 +2,9 @@
 generate (and its yield).
 
 Each op kind's parts stand side by side (registry.py): custom syntax, verification rule,
-builder and, for splat, extract and the reshapes, the stacked form. Reshapes and splats return
+builder, cost (a generic-rule category of latency/walker.py: "free" for what moves no data,
+"layout" for what writes a new tensor) and, for splat, extract and the reshapes, the stacked
+form. Reshapes and splats return
 views where numpy allows (tensors are never mutated).
 """
 
@@ -55,6 +57,7 @@ def _empty(op: Op) -> None:
 
 
 registry.set_part("verify", "tensor.empty", Rule((0, None), (1, 1), check=_empty))
+registry.set_part("cost", "tensor.empty", "free")
 
 
 @registry.implements("build", "tensor.empty")
@@ -97,6 +100,7 @@ def _splat(op: Op) -> None:
 
 
 registry.set_part("verify", "tensor.splat", Rule((1, None), (1, 1), check=_splat))
+registry.set_part("cost", "tensor.splat", "layout")
 
 
 @registry.implements("build", "tensor.splat")
@@ -173,6 +177,7 @@ def _extract(op: Op) -> None:
 
 
 registry.set_part("verify", "tensor.extract", Rule((1, None), (1, 1), check=_extract))
+registry.set_part("cost", "tensor.extract", "free")
 
 
 @registry.implements("build", "tensor.extract")
@@ -262,6 +267,8 @@ registry.set_part("verify", "tensor.expand_shape",
                   Rule((1, None), (1, 1), ("reassociation",), check=_reshape))
 registry.set_part("verify", "tensor.collapse_shape",
                   Rule((1, 1), (1, 1), ("reassociation",), check=_reshape))
+registry.set_part("cost", "tensor.expand_shape", "free")
+registry.set_part("cost", "tensor.collapse_shape", "free")
 
 
 @registry.implements("build", "tensor.expand_shape", "tensor.collapse_shape")
@@ -352,6 +359,8 @@ def _slice(op: Op) -> None:
 
 registry.set_part("verify", "tensor.extract_slice", Rule((1, None), (1, 1), check=_slice))
 registry.set_part("verify", "tensor.insert_slice", Rule((2, None), (1, 1), check=_slice))
+registry.set_part("cost", "tensor.extract_slice", "layout")
+registry.set_part("cost", "tensor.insert_slice", "layout")
 
 
 def _slice_spec(c, op):
@@ -426,6 +435,7 @@ def _from_elements(op: Op) -> None:
 
 registry.set_part("verify", "tensor.from_elements",
                   Rule((1, None), (1, 1), check=_from_elements))
+registry.set_part("cost", "tensor.from_elements", "layout")
 
 
 @registry.implements("build", "tensor.from_elements")
@@ -452,6 +462,7 @@ def h_generate(p, op: Op):
 
 
 registry.set_part("verify", "tensor.generate", Rule((0, None), (1, 1), (), (1, 1)))
+registry.set_part("cost", "tensor.generate", "layout")
 
 
 @registry.implements("build", "tensor.generate")
@@ -488,6 +499,7 @@ def build_generate(c, op):
 
 registry.set_part("syntax", "tensor.yield", h_yield)
 registry.set_part("verify", "tensor.yield", Rule((1, 1), (0, 0)))
+registry.set_part("cost", "tensor.yield", "free")
 
 
 @registry.implements("build", "tensor.yield")
