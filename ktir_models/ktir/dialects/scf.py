@@ -1,5 +1,5 @@
 """scf: for (with iter_args), if, yield, parallel (with reduce). Each op kind's parts side by side:
-custom syntax, verification rule, builder and (``scf.for``) stacked form (registry.py).
+custom syntax, verification rule, builder, (``scf.for``) stacked form and cost (registry.py).
 
 Loops replay their compiled body; no per-trip parsing. ``scf.for``'s builder first asks the
 rewrite rules (patterns/): a matched cross-op pattern (the K-blocked GEMM loop) runs as one
@@ -235,6 +235,33 @@ def stacked_for(b, op, plain):
     return step
 
 
+@registry.implements("cost", "scf.for")
+def cost_for(w, op: Op, scale: float) -> None:
+    """The loop's own charge, then its body walked once per trip (at most the walker's trip
+    limit; past it, once with the trips as scale)."""
+    lb, ub, step = (w.env.get(v) for v in op.groups["bounds"])
+    body = op.regions[0].block
+    iv = body.args[0] if body.args else None
+    for r in op.results:
+        w.env[r] = None
+    for a in body.args[1:]:
+        w.env[a] = None
+    w.charge(op, scale)
+    if not all(isinstance(v, int) for v in (lb, ub, step)) or step <= 0:
+        w.note(f"{op.loc}: scf.for bounds unknown before running; one trip assumed")
+        w.env[iv] = lb if isinstance(lb, int) else None
+        w.block(body, scale)
+        return
+    trips = max(0, -(-(ub - lb) // step))
+    if trips <= w.trip_limit:
+        for t in range(trips):
+            w.env[iv] = lb + t * step
+            w.block(body, scale)
+    else:
+        w.env[iv] = lb
+        w.block(body, scale * trips)
+
+
 # -- scf.if -------------------------------------------------------------------------------------
 
 @registry.implements("syntax", "scf.if")
@@ -289,6 +316,37 @@ def build_if(c, op):
     return step
 
 
+
+
+@registry.implements("cost", "scf.if")
+def cost_if(w, op: Op, scale: float) -> None:
+    """The branch taken when the condition is known before running, else the costlier one."""
+    from ..latency.records import CoreCost
+    from ..latency.walker import CoreWalker
+
+    cond = w.env.get(op.operands[0]) if op.operands else None
+    for r in op.results:
+        w.env[r] = None
+    w.charge(op, scale)
+    regions = [r for r in op.regions if r.blocks]
+    if isinstance(cond, int):
+        chosen = regions[0] if cond else (regions[1] if len(regions) > 1 else None)
+        if chosen is not None:
+            w.block(chosen.block, scale)
+        return
+    w.note(f"{op.loc}: scf.if condition unknown before running; the costlier branch assumed")
+    best, best_cost = None, -1.0
+    for r in regions:
+        probe = CoreWalker.__new__(CoreWalker)
+        probe.__dict__.update(w.__dict__)
+        probe.cost = CoreCost(w.cost.core)
+        probe.env = dict(w.env)
+        probe.block(r.block, scale)
+        c = probe.cost.total(w.params.pipeline)
+        if c > best_cost:
+            best, best_cost = r, c
+    if best is not None:
+        w.block(best.block, scale)
 
 
 # -- scf.parallel / scf.reduce / scf.reduce.return --------------------------------------------
@@ -470,6 +528,7 @@ registry.set_part("verify", "scf.reduce.return", Rule((1, 1), (0, 0)))
 
 registry.set_part("syntax", "scf.yield", h_yield)
 registry.set_part("verify", "scf.yield", Rule())
+registry.set_part("cost", "scf.yield", "free")
 
 
 @registry.implements("build", "scf.reduce", "scf.reduce.return", "scf.yield")

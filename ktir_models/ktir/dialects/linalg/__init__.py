@@ -1,6 +1,6 @@
 """linalg: the matmul family and matvec, reduce, broadcast, transpose, fill, the named
 elementwise ops, generic, index and yield. One module per group of op kinds, each kind's parts
-(syntax, verification rule, builder, stacked form) side by side:
+(syntax, verification rule, builder, stacked form, cost) side by side:
 
 * :mod:`.matmul`  -- matmul, matmul_transpose_b, batch_matmul, matvec (numerics there);
 * :mod:`.reduce`  -- reduce, and the reduction helpers the ragged steps build on;

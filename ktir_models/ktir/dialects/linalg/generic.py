@@ -1,5 +1,5 @@
 """linalg.generic, linalg.index and linalg.yield: each op kind's parts side by side (syntax,
-verification rule, builder). A generic runs its body once over the whole loop space when it has
+verification rule, builder, cost). A generic runs its body once over the whole loop space when it has
 no reduction loop, else sequentially over the reduction positions, vectorised over the others.
 """
 
@@ -46,6 +46,7 @@ registry.set_part("syntax", "linalg.generic", parse_structured)
 registry.set_part("verify", "linalg.generic",
                   Rule((1, None), (1, None), ("indexing_maps", "iterator_types"), (1, 1),
                        check=_generic))
+registry.set_part("cost", "linalg.generic", "vector")
 
 
 def _operand_view(arr, amap, n_loops: int, xp=NP):
@@ -187,6 +188,7 @@ def _index(op: Op) -> None:
 
 
 registry.set_part("verify", "linalg.index", Rule((0, 0), (1, 1), ("dim",), check=_index))
+registry.set_part("cost", "linalg.index", "free")
 
 
 @registry.implements("build", "linalg.index")
@@ -205,6 +207,7 @@ def build_index(c, op):
 
 registry.set_part("syntax", "linalg.yield", h_yield)
 registry.set_part("verify", "linalg.yield", Rule())
+registry.set_part("cost", "linalg.yield", "free")
 
 
 @registry.implements("build", "linalg.yield")

@@ -1,5 +1,5 @@
 """linalg.broadcast and linalg.transpose: each op kind's parts side by side (syntax, verification
-rule, builder, stacked form). Their ``outs`` only give the result's shape.
+rule, builder, stacked form, cost). Their ``outs`` only give the result's shape.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def _broadcast(op: Op) -> None:
 registry.set_part("syntax", "linalg.broadcast", parse_structured)
 registry.set_part("verify", "linalg.broadcast",
                   Rule((2, 2), (1, 1), ("dimensions",), check=_broadcast))
+registry.set_part("cost", "linalg.broadcast", "layout")
 
 
 @registry.implements("build", "linalg.broadcast")
@@ -103,6 +104,7 @@ def _transpose(op: Op) -> None:
 registry.set_part("syntax", "linalg.transpose", parse_structured)
 registry.set_part("verify", "linalg.transpose",
                   Rule((2, 2), (1, 1), ("permutation",), check=_transpose))
+registry.set_part("cost", "linalg.transpose", "layout")
 
 
 @registry.implements("build", "linalg.transpose")

@@ -1,5 +1,5 @@
 """linalg.matmul, matmul_transpose_b, batch_matmul and matvec: each op kind's parts side by side
-(syntax, verification rule, builder, stacked form).
+(syntax, verification rule, builder, stacked form, cost).
 
 Numerics: the products are summed in f32, the ``outs`` accumulator is added in f32, and the sum is
 rounded once to the result type. With the native kernel (``Machine.native_matmul``, f16 x f16
@@ -141,6 +141,29 @@ for _n in MATMULS:
 @registry.implements("stacked", *MATMULS)
 def stacked_matmul(b, op, plain):
     return plain  # numpy matmul broadcasts over the leading core axis, one BLAS call per core
+
+
+@registry.implements("cost", *MATMULS, "linalg.matvec")
+def cost_matmul(w, op: Op, scale: float) -> None:
+    """2 M N K flops (N = 1 for matvec) at the systolic array's rate (docs/latency.md); the
+    result is written to LX."""
+    ins = op.groups.get("ins", [])
+    if len(ins) < 2:
+        w.charge(op, scale)
+        return
+    a, b = ins[0].type, ins[1].type
+    out = op.result.type if op.results else op.groups["outs"][0].type
+    if not (isinstance(a, TensorType) and isinstance(out, TensorType)) or not a.is_static:
+        w.note(f"{op.loc}: {op.name} with dynamic shapes; counted as free")
+        w.charge(op, scale)
+        return
+    k = a.shape[-1]
+    n_out = out.num_elements or 0
+    flops = 2.0 * n_out * k
+    w.charge(op, scale, "matmul", flops / w.params.systolic_flops_per_cycle, flops=flops)
+    w.cost.lx_bytes += (out.nbytes or 0) * scale
+    for r in op.results:
+        w.env[r] = None
 
 
 # -- linalg.matvec ------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """linalg.fill and the named elementwise ops (add, sub, mul, div, max, min, exp, copy): each op
-kind's parts side by side (syntax, verification rule, builder). Their ``outs`` only give the
+kind's parts side by side (syntax, verification rule, builder, cost). Their ``outs`` only give the
 result's shape. f16 add/sub/mul/div compute in f32 and round once (the exact f16 result).
 """
 
@@ -28,6 +28,7 @@ def _fill(op: Op) -> None:
 
 registry.set_part("syntax", "linalg.fill", parse_structured)
 registry.set_part("verify", "linalg.fill", Rule((2, 2), (1, 1), check=_fill))
+registry.set_part("cost", "linalg.fill", "layout")
 
 
 @registry.implements("build", "linalg.fill")
@@ -62,6 +63,7 @@ def _named_elementwise(op: Op) -> None:
 for _n in ("add", "sub", "mul", "div", "max", "min", "exp", "copy"):
     registry.set_part("syntax", "linalg." + _n, parse_structured)
     registry.set_part("verify", "linalg." + _n, Rule((2, None), (1, 1), check=_named_elementwise))
+    registry.set_part("cost", "linalg." + _n, "layout" if _n == "copy" else "vector")
 
 
 _NAMED = {

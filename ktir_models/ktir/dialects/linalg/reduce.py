@@ -172,6 +172,7 @@ COMBINERS = {"arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "ar
 
 registry.set_part("syntax", "linalg.reduce", parse_structured)
 registry.set_part("verify", "linalg.reduce", Rule((2, None), (1, None), (), (0, 1), check=_reduce))
+registry.set_part("cost", "linalg.reduce", "vector")
 
 
 @registry.implements("stacked", "linalg.reduce")
