@@ -3,11 +3,13 @@ steps for one core or for a grid of cores in lock step.
 
 A *step* is a closure ``step(env)`` over slot indices of ``env``, a flat list holding one core's
 SSA values (slot 0: its :class:`CoreContext`). Builders (dialects/) make steps; plans (compile.py)
-and batched forms run them through this module. It imports only the error types, so every layer
-may use it.
+and batched forms run them through this module, and a plan's run reports a :class:`RunStats`. It
+imports only the error types, so every layer may use it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from .errors import EmulationFault, FaultSignal, Location
 
@@ -50,8 +52,8 @@ def run_steps(steps, env) -> None:
 
 def run_lockstep(steps, envs) -> None:
     """Run a grid of independent cores step by step: each top-level step for every core before
-    the next step. A step with a ``batched(envs)`` method (the batched K-loop, ops/scf.py) runs
-    all cores in one call. Cores of a function without inter-tile ops share nothing but HBM, and
+    the next step. A step with a ``batched(envs)`` method (the batched K-loop,
+    patterns/gemm_kloop.py) runs all cores in one call. Cores of a function without inter-tile ops share nothing but HBM, and
     a program whose result depends on how their accesses interleave is racy on the hardware too,
     so this order is as valid as core after core. A fault is reported for the first core (in
     core order) that raises it."""
@@ -69,3 +71,18 @@ def run_lockstep(steps, envs) -> None:
                                    f"where the per-core steps succeed: {exc!r}") from exc
         for env in envs:
             run_steps((step,), env)
+
+
+@dataclass
+class RunStats:
+    """What one :meth:`Plan.run` reports."""
+
+    function: str
+    cores: int
+    seconds: float
+    lx_high_water: list[int] = field(default_factory=list)  # bytes per core
+
+    def __str__(self) -> str:
+        hw = max(self.lx_high_water) if self.lx_high_water else 0
+        return (f"@{self.function}: {self.cores} core(s), {self.seconds * 1e3:.2f} ms, "
+                f"LX high-water {hw} bytes")

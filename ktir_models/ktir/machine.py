@@ -16,14 +16,15 @@ a fixed number of bytes per unit.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import UserError
 from .backends.capabilities import caps_of
-from .backends.f16_convert import all_finite as native_all_finite
+from .backends.f16_convert import f16_all_finite  # noqa: F401  (re-exported: model/ reads it here)
+from .compile import compile_function
 from .errors import FaultSignal
+from .execute import RunStats  # noqa: F401  (re-exported: a plan's run report)
 
 STICK_BYTES = 128
 DEFAULT_LX_BYTES = 2 * 1024 * 1024
@@ -63,23 +64,6 @@ class Region:
 
     def __repr__(self) -> str:
         return f"Region({self.name!r}, bytes {self.start}..{self.end})"
-
-
-_FINITE_CHUNK = 1 << 20  # elements per step: bounds the temporary of a big tensor's test
-
-
-def f16_all_finite(a: np.ndarray) -> bool:
-    """True when no element of the float16 array ``a`` is inf or NaN (exponent bits all ones):
-    one native pass where the library is built (backends/f16_convert.py), else integer ops on
-    the bits (~5x faster than numpy's float16 ``isfinite``)."""
-    native = native_all_finite(a)
-    if native is not None:
-        return native
-    bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-    for i in range(0, bits.size, _FINITE_CHUNK):
-        if int(np.bitwise_and(bits[i:i + _FINITE_CHUNK], 0x7C00).max()) == 0x7C00:
-            return False
-    return True
 
 
 class Buffer:
@@ -273,21 +257,6 @@ class LXMemory:
         return self.data[self._range(int(byte_offset), n)].view(dtype).reshape(shape).copy()
 
 
-@dataclass
-class RunStats:
-    """What one :meth:`Plan.run` reports."""
-
-    function: str
-    cores: int
-    seconds: float
-    lx_high_water: list[int] = field(default_factory=list)  # bytes per core
-
-    def __str__(self) -> str:
-        hw = max(self.lx_high_water) if self.lx_high_water else 0
-        return (f"@{self.function}: {self.cores} core(s), {self.seconds * 1e3:.2f} ms, "
-                f"LX high-water {hw} bytes")
-
-
 def _native_matmul(wanted: bool | None, backend) -> bool:
     native_f16 = caps_of(backend).native_f16
     if wanted is False or not native_f16:
@@ -400,8 +369,6 @@ class Machine:
         """Compile ``fn`` once into a plan (cached per Function object)."""
         plan = self._plans.get(id(fn))
         if plan is None or plan.fn is not fn:
-            from .compile import compile_function
-
             plan = compile_function(self, fn)
             self._plans[id(fn)] = plan
         return plan

@@ -380,7 +380,6 @@ def is_candidate(c, fn: Function) -> bool:
 def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     """``fn``'s repeats side by side, on every core of its grid at once, or None. ``c_plain``:
     the compiler of the plain plan (it holds every group's folded constants)."""
-    from .compile import Compiler
     from .ragged_steps import Unsupported, masked_ops, ragged_dims, ragged_step, shareable, shares_b
     from .stacked import varying_values
     from .stacked_values import Builder, restack
@@ -399,7 +398,7 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
     indices = list(range(rep.start)) + list(range(at, at + rep.period))
     prefix = body[:rep.start]
     template = body[at:at + rep.period]
-    c = Compiler(c_plain.machine, fn)
+    c = type(c_plain)(c_plain.machine, fn)  # a fresh compiler of the same kind (compile.py)
     arg_slots = [c.slot(a) for a in fn.args]
     seeds, preset = set(), {}
     for pos in rep.differing:

@@ -20,7 +20,7 @@ from conftest import corpus_missing_reason, corpus_path
 
 ktir = pytest.importorskip("ktir_models.ktir")
 from ktir_models.ktir import affine  # noqa: E402
-from ktir_models.ktir.compile import Plan  # noqa: E402
+from ktir_models.ktir.plan import Plan  # noqa: E402
 from ktir_models.ktir.ir import DenseConstant  # noqa: E402
 from ktir_models.ktir.printer import print_generic  # noqa: E402
 
