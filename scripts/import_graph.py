@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Print the import graph of a package and its import cycles; exit 1 when there is a cycle.
 
-    python scripts/import_graph.py [--root ktir_models] [--edges] [--within PREFIX]
+    python scripts/import_graph.py [--root ktir_models] [--edges] [--within PREFIX] [--private]
 
 Every ``import`` and ``from ... import`` statement of every module counts, wherever it stands:
 at module level, inside a function or method, inside ``try``. Only imports guarded by
@@ -15,7 +15,9 @@ on whatever its ``__init__`` re-exports, a cycle by construction). Imports of mo
 package are not edges.
 
 A cycle is a strongly connected component of more than one module (or a module importing
-itself); each is printed with its members and one closed path through them.
+itself); each is printed with its members and one closed path through them. With
+``--private``, every ``from M import _name`` of a module of the package (another module's
+private name) is listed too, and counts as a failure.
 """
 
 from __future__ import annotations
@@ -95,6 +97,45 @@ def build_graph(root: Path) -> Graph:
             edges |= _targets(module, path.name == "__init__.py", node, known)
         graph[module] = edges
     return graph
+
+
+def _all_imports(tree: ast.AST) -> list[ast.ImportFrom]:
+    """Every ``from ... import`` statement of ``tree`` at any depth, ``TYPE_CHECKING`` included
+    (a type-only import of a private name leans on it as much as a run-time one)."""
+    return [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+
+
+def _from_base(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The dotted module a ``from`` statement of ``module`` imports from."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base_parts = package[: len(package) - (node.level - 1)]
+    return ".".join(base_parts + ([node.module] if node.module else []))
+
+
+def private_imports(root: Path) -> list[tuple[str, int, str, str]]:
+    """(module, line, source module, name) for every import of a ``_private`` name from another
+    module of the package under ``root``: a name that starts with ``_`` and is neither a dunder
+    (``__version__``) nor a submodule (``from . import _impl`` imports a module, not a name a
+    module keeps to itself). ``from __future__`` is outside the package, so never counted."""
+    names = module_names(root)
+    known = set(names)
+    found = []
+    for module, path in names.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in _all_imports(tree):
+            base = _from_base(module, path.name == "__init__.py", node)
+            if base not in known:
+                continue
+            for alias in node.names:
+                name = alias.name
+                if not name.startswith("_") or (name.startswith("__") and name.endswith("__")):
+                    continue
+                if f"{base}.{name}" in known:
+                    continue
+                found.append((module, node.lineno, base, name))
+    return sorted(found)
 
 
 def within(graph: Graph, prefix: str) -> Graph:
@@ -185,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=REPO / "ktir_models", help="package directory")
     parser.add_argument("--within", default=None, help="only modules under this dotted prefix")
     parser.add_argument("--edges", action="store_true", help="print every module's imports")
+    parser.add_argument("--private", action="store_true",
+                        help="also list imports of other modules' _private names (exit 1 if any)")
     args = parser.parse_args(argv)
     graph = build_graph(args.root)
     if args.within:
@@ -198,7 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     for i, component in enumerate(found, 1):
         print(f"cycle {i}: {len(component)} modules: {', '.join(component)}")
         print("  e.g. " + " -> ".join(closed_path(graph, component)))
-    return 1 if found else 0
+    private = []
+    if args.private:
+        prefix = args.within
+        private = [p for p in private_imports(args.root)
+                   if prefix is None or p[0] == prefix or p[0].startswith(prefix + ".")]
+        print(f"{len(private)} import(s) of another module's private name")
+        for module, line, source, name in private:
+            print(f"  {module}:{line}: {name} from {source}")
+    return 1 if found or private else 0
 
 
 if __name__ == "__main__":
