@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .dialects.ktdp.access import element_offsets, points_inside, tile_points
 from .errors import EmulationFault, Location
 from .ir import Op, ScalarType, TensorType
 
@@ -139,15 +140,13 @@ class NumericChecks:
                        f"when narrowed to {out.dtype} (first {src.reshape(-1)[k]:.3g})")
 
     def _record_store(self, env, op: Op, tile) -> None:
-        from .ops import ktdp
-
         view = getattr(tile, "view", None)
         region = getattr(view, "region", None)
         if region is None or getattr(view, "flat", None) is None:
             return
         try:
-            pts = ktdp._tile_points(tile)
-            offs = ktdp._offsets(view, pts[ktdp._inside(view, pts)])  # masked points: not stored
+            pts = tile_points(tile)
+            offs = element_offsets(view, pts[points_inside(view, pts)])  # masked points: not stored
         except Exception:  # noqa: BLE001 - a faulting store already raised in the step itself
             return
         core = env[0].core

@@ -12,7 +12,7 @@ when it has one -- the ``stacked`` part of registry.py --, else core by core thr
 Invariants: every step built here computes, per core, what the op's plain step computes, and
 reports a fault for the core the lock-step run (execute.run_lockstep) would report it for. This
 module imports only the IR, the registry and execute.py, so the stacked forms (dialects/,
-stacked_steps.py, ragged_steps.py) and the drivers (stacked.py, reroll.py) may all import it.
+ragged_steps.py) and the drivers (stacked.py, reroll.py) may all import it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 from .errors import EmulationFault
 from .execute import run_lockstep, run_steps
 from .ir import Op, ScalarType, TensorType
+from .memory_views import Tile
 from .registry import Table, implements
 
 class PerCore(list):
@@ -40,7 +41,7 @@ class Contexts(PerCore):
 
 class StackedTile:
     """Box access tiles of one view, one per core: corners ``los`` [C, rank] (absolute), common
-    extents, traversal permutation and data shape (as :class:`ops.ktdp.Tile`)."""
+    extents, traversal permutation and data shape (as :class:`~.memory_views.Tile`)."""
 
     __slots__ = ("view", "los", "ext", "perm", "shape", "key")
 
@@ -53,8 +54,6 @@ class StackedTile:
         self.key = los.tobytes()
 
     def __getitem__(self, core: int):
-        from .ops.ktdp import Tile
-
         return Tile(self.view, tuple(int(x) for x in self.los[core]), self.ext, self.perm, None,
                     self.shape)
 

@@ -13,9 +13,9 @@ Which values are *static* (:func:`static_values`): the function's scalar argumen
 results of effect-free ops (arith, math, affine, index, views, access tiles, the core id) whose
 operands are all static; a loop's induction variable when its bounds are static. Anything read from
 memory, every tensor, every loop-carried value and every result of a region op is *dynamic*.
-A data step may additionally be *specialised* (``step.specialize(env)``, see ops/ktdp.py and
-stacked_steps.py): given the static values now in ``env`` it returns a cheaper step valid for
-them (e.g. a load whose box, checks and HBM view are resolved once), or None.
+A data step may additionally be *specialised* (``step.specialize(env)``, see
+dialects/ktdp/transfer.py): given the static values now in ``env`` it returns a cheaper step valid
+for them (e.g. a load whose box, checks and HBM view are resolved once), or None.
 
 A tape is valid for one tuple of argument values and one HBM generation (regions allocated or
 freed); :class:`Plan` records one when a run repeats the previous run's key and replays it while
