@@ -66,7 +66,7 @@ class Plan:
         self._tier_from = None
         self._stack_from = None  # the same, for a rerolled grid's stacked form (built on need)
         self._runs = 0
-        self._contexts: dict = {}  # "stacked"/"rerolled" -> slot 0 of its env (stacked.Contexts)
+        self._contexts: dict = {}  # "stacked"/"rerolled" -> slot 0 of its env (stacked_values.Contexts)
         # tapes (tape.py): runs repeating the previous run's arguments replay the recorded data
         # steps; only where every argument is an int (a hashable key) and nothing observes the
         # steps one by one (checking mode, inter-tile exchanges, LX overflow faults)

@@ -9,18 +9,19 @@ as the plain plan, run once per grid instead of once per core:
   whose operands are all uniform runs its plain step once (its result is the same on every core;
   a store of uniform data to a uniform place writes the same bytes every core would write);
 * a *varying* value is stored stacked: a tensor of shape S as an array [C, *S], a scalar as an
-  array [C], any other object (a view, a tile) as a :class:`PerCore` list, a box access tile with
-  per-core corners as a :class:`StackedTile`;
+  array [C], any other object (a view, a tile) as a :class:`~.stacked_values.PerCore` list, a
+  box access tile with per-core corners as a :class:`~.stacked_values.StackedTile`;
 * an op with a varying operand runs a *stacked* step when its kind has one (elementwise ops and
   matmuls broadcast over the leading core axis as they are; transpose, reduce, broadcast, splat,
-  extract, reshapes, access tiles, loads, stores and ``scf.for`` have their own, in
-  stacked_steps.py), and otherwise
-  falls back to its plain step run core by core (:class:`CoreEnv` shows one core's slice of the
-  stacked values), whose results are stacked again.
+  extract, reshapes, access tiles, loads, stores and ``scf.for`` have their own, each in its
+  dialect module, registered as the op's ``stacked`` part), and otherwise falls back to its
+  plain step run core by core (:class:`~.stacked_values.CoreEnv` shows one core's slice of the
+  stacked values), whose results are stacked again (stacked_values.py holds these forms and
+  the builder).
 
 Invariants:
 
-* bit-identical to running the cores one after the other in lock step (compile.run_lockstep):
+* bit-identical to running the cores one after the other in lock step (execute.run_lockstep):
   every stacked step computes, per core, what the plain step computes (the same numpy ufuncs on
   the same values; matmuls broadcast over the core axis make the same per-core BLAS calls);
 * a varying slot always holds the stacked form (uniform values flowing into loop-carried or
@@ -33,15 +34,10 @@ Invariants:
 
 from __future__ import annotations
 
-from . import stacked_steps  # noqa: F401  (registers the stacked forms not yet in dialects/)
+from . import dialects  # noqa: F401  (registers each op kind's stacked form)
 from .backends.capabilities import caps_of
 from .ir import Function, Op
-from .stacked_values import (  # noqa: F401  (re-exported until their users import stacked_values)
-    Builder, Contexts, CoreEnv, Fallback, PerCore, StackedPlan, StackedTile, fallback, lift, native,
-    restack)
-
-# the old private names, until every stacked form imports stacked_values
-_Builder, _Fallback, _fallback = Builder, Fallback, fallback
+from .stacked_values import Builder, StackedPlan
 
 # ---------------------------------------------------------------------------------------------
 # which values depend on the core
@@ -119,7 +115,7 @@ def varying_values(fn: Function, seeds: set[int] | None = None, ops: list | None
 
 
 # ---------------------------------------------------------------------------------------------
-# compiling (the builder: stacked_values.py; the stacked forms: dialects/ and stacked_steps.py)
+# compiling (the builder: stacked_values.py; each op kind's stacked form: dialects/)
 
 
 def compile_stacked(c, fn: Function) -> StackedPlan | None:
