@@ -23,12 +23,11 @@ from .op_templates import OpTemplate
 from .parse import generic_form
 from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
-from .parse.lexer import (_LINE_CACHE, _LineOffsets, _LineTokens, _TOKEN_RE,  # noqa: F401
-                          _classify, _tokenize, _tokenize_text)
+from .parse.lexer import LineOffsets, tokenize, tokenize_text
 from . import dialects  # noqa: F401  (registers each op kind's syntax)
 from . import registry
 from .errors import Diagnostic, KtirError, Location
-from .ir import (INDEX, AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
+from .ir import (AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
 
 _SHAPE_RE = re.compile(r"((?:(?:\d+|\?)x)*)([a-z]\w*)$")
@@ -57,9 +56,9 @@ class _Parser:
         self.diags: list[Diagnostic] = []
         self.templates = _OP_TEMPLATES if cached else None
         if cached:
-            self.texts, self.kinds, self.offs, self._line_starts = _tokenize(text)
+            self.texts, self.kinds, self.offs, self._line_starts = tokenize(text)
         else:
-            self.texts, self.kinds, self.offs = _tokenize_text(text)
+            self.texts, self.kinds, self.offs = tokenize_text(text)
             self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         if "bad" in self.kinds:
             j = self.kinds.index("bad")
@@ -83,7 +82,7 @@ class _Parser:
         if i is None:
             i = self.pos
         offs = self.offs
-        if type(offs) is _LineOffsets and i < offs.count:
+        if type(offs) is LineOffsets and i < offs.count:
             line, col = offs.line_col(i)
             return Location(self.filename, line, col)
         return self.loc_at(offs[i])

@@ -17,6 +17,7 @@ import pytest
 from conftest import corpus_missing_reason, corpus_path
 from ktir_models.ktir import parser as P
 from ktir_models.ktir.errors import KtirError
+from ktir_models.ktir.parse import lexer
 from ktir_models.ktir.verify import verify
 
 
@@ -53,7 +54,7 @@ def dump(module) -> list:
 
 def tokenized(text: str) -> tuple[list, list, list]:
     """Texts, kinds and offsets of the line-cached tokenizer (offsets computed on demand)."""
-    texts, kinds, offs, _ = P._tokenize(text)
+    texts, kinds, offs, _ = lexer.tokenize(text)
     return texts, kinds, [offs[i] for i in range(len(texts))]
 
 
@@ -116,7 +117,7 @@ def test_cached_parse_equals_reference_parse_for_every_corpus_file(program, monk
     files = sorted(p for p in (corpus_path() / program).rglob("*")
                    if p.suffix in (".mlir", ".ktir"))
     assert files
-    P._LINE_CACHE.clear()
+    lexer.LINE_CACHE.clear()
     P._OP_TEMPLATES.clear()
     replayed = []  # ops built from a template instead of parsed
     replay = P.OpTemplate.replay
@@ -133,8 +134,8 @@ def test_cached_parse_equals_reference_parse_for_every_corpus_file(program, monk
         text = path.read_text()
         cached = P.parse_text(text, str(path))
         # tokenizing line by line gives exactly the whole-text regex tokens
-        assert tokenized(text) == P._tokenize_text(text), path
-        assert P._tokenize(text)[3] == [0] + [m.end() for m in re.finditer("\n", text)], path
+        assert tokenized(text) == lexer.tokenize_text(text), path
+        assert lexer.tokenize(text)[3] == [0] + [m.end() for m in re.finditer("\n", text)], path
         reference = P.parse_text(text, str(path), cached=False)
         assert dump(cached) == dump(reference), path
         # each op's Location is its own first token: its first result name or its name
@@ -230,7 +231,7 @@ def test_error_location_after_a_near_identical_good_file() -> None:
 ], ids=["type", "affine-and-attr", "string", "unclosed"])
 def test_tokens_running_across_a_line_end(text: str) -> None:
     """Lines that cannot be tokenized alone send the file to the whole-text tokenizer."""
-    assert tokenized(text) == P._tokenize_text(text)
+    assert tokenized(text) == lexer.tokenize_text(text)
     assert outcome(text, "t.mlir", cached=True) == outcome(text, "t.mlir", cached=False)
 
 

@@ -82,7 +82,7 @@ def _classify(t: str) -> str:
     return "bad"
 
 
-def _tokenize_text(text: str) -> tuple[list[str], list[str], list[int]]:
+def tokenize_text(text: str) -> tuple[list[str], list[str], list[int]]:
     """Texts, kinds and start offsets of every token of ``text`` (trailing eof tokens dropped).
 
     The reference tokenizer: one pass of :data:`_TOKEN_RE` over the whole text."""
@@ -113,13 +113,13 @@ class _LineTokens:
 
     def __init__(self, line: str):
         # the newline belongs to the line: a token's end is decided with the same next character
-        self.texts, self.kinds, self.rels = _tokenize_text(line + "\n")
+        self.texts, self.kinds, self.rels = tokenize_text(line + "\n")
         self.safe = "<" not in self.texts and '"' not in self.texts
 
 
-_LINE_CACHE: dict[str, _LineTokens] = {}
+LINE_CACHE: dict[str, _LineTokens] = {}
 
-class _LineOffsets:
+class LineOffsets:
     """Token index -> offset in the text, for a text tokenized line by line.
 
     Computed only when asked (for an op's or a value's Location, or an error): building one int
@@ -146,7 +146,7 @@ class _LineOffsets:
         return self.starts[line - 1] + col - 1
 
 
-def _tokenize(text: str) -> tuple[list[str], list[str], list[int] | _LineOffsets, list[int]]:
+def tokenize(text: str) -> tuple[list[str], list[str], list[int] | LineOffsets, list[int]]:
     """Texts, kinds and offsets of ``text``'s tokens, plus the offset where each line starts.
 
     Node files of one program repeat the same few thousand lines tens of thousands of times, so
@@ -154,13 +154,13 @@ def _tokenize(text: str) -> tuple[list[str], list[str], list[int] | _LineOffsets
     are the concatenation of its lines' lists, offsets shifted by the line start. A line whose
     tokenization alone might differ from the whole text's (see :class:`_LineTokens`) sends the
     whole file to the reference tokenizer, so the result is always that of
-    :func:`_tokenize_text`."""
+    :func:`tokenize_text`."""
     texts: list[str] = []
     kinds: list[str] = []
     starts: list[int] = []
     first: list[int] = []
     rels: list[list[int]] = []
-    cache = _LINE_CACHE
+    cache = LINE_CACHE
     if len(cache) > 50_000:  # bound what a session of unrelated programs holds (~1 KiB a line)
         cache.clear()
     base = 0
@@ -172,11 +172,11 @@ def _tokenize(text: str) -> tuple[list[str], list[str], list[int] | _LineOffsets
             entry = _LineTokens(line)
             cache[line] = entry
         if not entry.safe:
-            texts, kinds, offs = _tokenize_text(text)
+            texts, kinds, offs = tokenize_text(text)
             return texts, kinds, offs, [0] + [m.end() for m in re.finditer("\n", text)]
         rels.append(entry.rels)
         if entry.texts:
             texts += entry.texts
             kinds += entry.kinds
         base += len(line) + 1
-    return texts, kinds, _LineOffsets(first, rels, starts, len(texts), len(text)), starts
+    return texts, kinds, LineOffsets(first, rels, starts, len(texts), len(text)), starts
