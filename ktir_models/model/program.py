@@ -4,11 +4,16 @@ compiled plans and each node's argument bindings.
 Two stages, each done once per program:
 
 1. :func:`parse_program` parses and verifies every node file (a file shared by several nodes is
-   read once) and checks that each node's function exists and takes exactly the node's
+   read once; a file that is the same text as an earlier one up to its function's and
+   arguments' names, a *twin*, is derived from that one's IR in its own names and locations:
+   ``ktir/twins.py``) and checks that each node's function exists and takes exactly the node's
    arguments. The result, a :class:`ParsedProgram`, needs no machine: the latency model and the
    diagnosis's source locations read it, and any number of machines compile it.
 2. :meth:`ParsedProgram.compile` compiles every node's function on one machine into a
    :class:`LoadedProgram`; its plans are tied to that machine (its back end, LX model, checks).
+   Twins share their first file's compile, each with its own run state
+   (``ktir/twin_plans.py``); ``KTIR_MODELS_TWINS=0`` or ``parse_program(..., twins=False)``
+   parses, verifies and compiles every file on its own.
 
 :meth:`LoadedProgram.bind` turns buffer addresses (and host scalars) into each node's argument
 dict, in the node's argument order. Who allocates the buffers differs (a forward's runner gives
@@ -25,6 +30,8 @@ from typing import Any, Mapping
 
 from .. import ktir
 from ..errors import UserError
+from ..ktir.twin_plans import compile_functions
+from ..ktir.twins import TwinLoader
 from .manifest import Manifest, NodeDecl, Signature, check_node_arguments
 
 
@@ -40,12 +47,14 @@ class ProgramNode:
 @dataclass(frozen=True)
 class ParsedProgram:
     """Every node of ``manifest`` parsed and verified (manifest order); ``modules`` maps each node
-    file to its parsed module; ``seconds`` is the wall time the parse took."""
+    file to its parsed module; ``seconds`` is the wall time the parse took; ``twins`` the loader
+    that knows which functions were derived from which (None: every file on its own)."""
 
     manifest: Manifest
     nodes: tuple[ProgramNode, ...]
     modules: Mapping[str, Any]
     seconds: float
+    twins: TwinLoader | None = None
 
     def module(self, node: int) -> Any:
         """The parsed module of node ``node``'s file."""
@@ -59,7 +68,7 @@ class ParsedProgram:
         """Compile every node on ``machine`` (one plan per node, reused by every pass)."""
         start = time.perf_counter()
         with ktir.bulk_load():  # plans are long-lived cyclic graphs: no collector rescans meanwhile
-            plans = tuple(machine.compile(n.function) for n in self.nodes)
+            plans = tuple(compile_functions(machine, [n.function for n in self.nodes], self.twins))
         return LoadedProgram(self, machine, plans, time.perf_counter() - start)
 
 
@@ -94,18 +103,21 @@ class LoadedProgram:
         return bound
 
 
-def parse_program(manifest: Manifest, check_arguments: bool = True) -> ParsedProgram:
+def parse_program(manifest: Manifest, check_arguments: bool = True,
+                  twins: bool | None = None) -> ParsedProgram:
     """Parse and verify every node file of ``manifest`` once; each node's function must exist and,
     with ``check_arguments``, take exactly the node's argument names in order (a ManifestError
-    naming the node otherwise)."""
+    naming the node otherwise). ``twins``: derive twin files from their first (default: unless
+    ``KTIR_MODELS_TWINS=0``)."""
     start = time.perf_counter()
+    loader = TwinLoader(twins)
     modules: dict[str, Any] = {}
     nodes = []
     with ktir.bulk_load():
         for i, decl in enumerate(manifest.nodes):
             path = manifest.directory / decl.mlir
             if decl.mlir not in modules:
-                modules[decl.mlir] = ktir.load_module(path)
+                modules[decl.mlir] = loader.load(path)
             fn = modules[decl.mlir].functions.get(decl.fn)
             signature = None
             if fn is not None:
@@ -114,7 +126,8 @@ def parse_program(manifest: Manifest, check_arguments: bool = True) -> ParsedPro
                 signature = Signature(decl.fn, names, getattr(loc, "line", 0), getattr(loc, "col", 0))
             check_node_arguments(i, decl, signature, path)
             nodes.append(ProgramNode(i, decl, fn))
-    return ParsedProgram(manifest, tuple(nodes), modules, time.perf_counter() - start)
+    return ParsedProgram(manifest, tuple(nodes), modules, time.perf_counter() - start,
+                         loader if loader.share else None)
 
 
 def load_program(manifest: Manifest, machine: Any) -> LoadedProgram:

@@ -17,6 +17,7 @@ from test_runner_tiny import write_tiny_program  # noqa: E402
 
 from ktir_models import ktir, readers  # noqa: E402
 from ktir_models.errors import UserError  # noqa: E402
+from ktir_models.ktir.twins import TwinLoader  # noqa: E402
 from ktir_models.model import manifest as manifest_mod  # noqa: E402
 from ktir_models.model.emitted import emitted_fields, is_emitted  # noqa: E402
 from ktir_models.model.manifest import ManifestError, load_manifest  # noqa: E402
@@ -28,22 +29,23 @@ FIXTURES = REPO / "fixtures"
 
 @pytest.fixture
 def counted(monkeypatch):
-    """Counts of manifest reads (by directory) and of node-file parses (by path)."""
+    """Counts of manifest reads (by directory) and of node-file loads (by path: parsed, or
+    derived from a twin's parse, ktir/twins.py)."""
     manifests: Counter = Counter()
     parses: Counter = Counter()
-    real_read_json, real_load_module = readers.read_json, ktir.load_module
+    real_read_json, real_load_module = readers.read_json, TwinLoader.load
 
     def read_json(path, *args, **kwargs):
         if Path(path).name == manifest_mod.MANIFEST_FILE:
             manifests[Path(path).parent.resolve()] += 1
         return real_read_json(path, *args, **kwargs)
 
-    def load_module(path, *args, **kwargs):
+    def load_module(loader, path, *args, **kwargs):
         parses[Path(path).resolve()] += 1
-        return real_load_module(path, *args, **kwargs)
+        return real_load_module(loader, path, *args, **kwargs)
 
     monkeypatch.setattr(readers, "read_json", read_json)
-    monkeypatch.setattr(ktir, "load_module", load_module)
+    monkeypatch.setattr(TwinLoader, "load", load_module)
     return manifests, parses
 
 
