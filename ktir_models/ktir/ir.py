@@ -143,7 +143,7 @@ class RuntimeArgType:
     """``!ktdp.runtime_arg<T, granularity=G, upperbound=U>``: a scalar argument known only at run
     time, with an optional granularity and upper bound (both positive when given; the parser
     rejects others). ``ktdp.runtime_arg_extract`` reads its value, granularity or bound; the
-    value is checked against the bound when it is extracted (ops/runtime_arg.py)."""
+    value is checked against the bound when it is extracted (dialects/runtime_arg.py)."""
 
     underlying: ScalarType
     granularity: int | None = None

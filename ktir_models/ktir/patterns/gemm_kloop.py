@@ -168,7 +168,7 @@ def build_blas_kloop(c, op, m: KLoop):
             return chain_add_f16(total, parts, chain_on_torch)
     f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
     if acc.type.elem == "f16":
-        def add(x, y):  # exactly rounded f16 sum, computed in f32 (see ops/arith.py)
+        def add(x, y):  # exactly rounded f16 sum, computed in f32 (see dialects/arith.py)
             return astype(xp.add(x, y, dtype=f32), f16)
     else:
         add = xp.add
