@@ -39,6 +39,7 @@ def arrow_types(p) -> list:
 
 @registry.implements("syntax", "scf.for")
 def parse_for(p, op: Op):
+    """``scf.for %i = %lb to %ub step %s [iter_args(%a = %init, ...)] [-> T, ...] [: T] {...}``."""
     ivi = p.pos
     iv_name = p.expect_kind("ssa", "the induction variable")
     p.expect("=")
@@ -168,6 +169,9 @@ def _plain_for(ilb, iub, ist, iv, body, carried, init_slots, yields, results, n)
 
 @registry.implements("stacked", "scf.for")
 def stacked_for(b, op, plain):
+    """The loop over the stacked env: every core runs the same trips (bounds that differ by core,
+    or a non-positive step, send the whole loop core by core before anything ran); carried
+    values uniform so far are broadcast over the core axis where the yielded ones vary."""
     c = b.c
     lb, ub, st = op.groups["bounds"]
     block = op.regions[0].block
@@ -266,6 +270,7 @@ def cost_for(w, op: Op, scale: float) -> None:
 
 @registry.implements("syntax", "scf.if")
 def parse_if(p, op: Op):
+    """``scf.if %cond [-> T, ...] { ... } [else { ... }]``."""
     op.operands = [p.operand()]
     result_types = arrow_types(p)
     op.regions = [p.parse_region()]

@@ -1,6 +1,6 @@
 """linalg.generic, linalg.index and linalg.yield: each op kind's parts side by side (syntax,
-verification rule, builder, cost). A generic runs its body once over the whole loop space when it has
-no reduction loop, else sequentially over the reduction positions, vectorised over the others.
+verification rule, builder, cost). A generic runs its body once over the whole loop space when it
+has no reduction loop, else sequentially over the reduction positions, vectorised over the others.
 """
 
 from __future__ import annotations
