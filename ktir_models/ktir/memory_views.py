@@ -7,10 +7,11 @@
   primer describes. A view whose box lies inside one HBM region keeps a strided array of it
   (``nd``); ``flat`` is the whole backing memory as a 1-D array of the element type (None when no
   memory backs the address).
-* :class:`DistView` -- partitions glued into one logical tensor (``construct_distributed_memory_view``).
-* :class:`Tile` -- either a *box* (lower corner, extents, traversal permutation: loads and stores are
-  strided slices, transposed by the permutation) or explicit *points* (an int array [n, rank] in
-  traversal order: gathers/scatters with one fancy index).
+* :class:`DistView` -- partitions glued into one logical tensor
+  (``construct_distributed_memory_view``).
+* :class:`Tile` -- either a *box* (lower corner, extents, traversal permutation: loads and stores
+  are strided slices, transposed by the permutation) or explicit *points* (an int array [n, rank]
+  in traversal order: gathers/scatters with one fancy index).
 
 These are plain records: how they are read and written is dialects/ktdp/access.py. They sit in
 this low layer because the stacked representation (stacked_values.py) makes per-core tiles too.

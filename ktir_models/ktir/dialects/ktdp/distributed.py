@@ -11,6 +11,7 @@ been waiting or finished for a second (or after 60 s), and stops when another co
 
 from __future__ import annotations
 
+import math
 import time
 
 from ... import affine
@@ -18,6 +19,7 @@ from ...affine import AffineSet
 from ...errors import FaultSignal
 from ...execute import run_steps
 from ...ir import Op, TensorType, TileFutureType
+from ...latency.walker import CoreWalker, elements
 from ...parse.ops_custom import h_yield
 from ...registry import implements, set_part
 from ...verify_rules import Rule, check_yield, fail
@@ -230,3 +232,37 @@ def build_reduce_tiles(c, op):
         env[ir] = coerce(xp.reshape(acc, rt.shape), rt, xp)
 
     return step
+
+
+# -- cost -------------------------------------------------------------------------------------
+
+# the produce region runs where it is; a reduce forwards the partials around the ring
+
+@implements("cost", "ktdp.inter_tile_produce")
+def cost_produce(w: CoreWalker, op: Op, scale: float) -> None:
+    w.charge(op, scale)
+    for r in op.regions:
+        for b in r.blocks:
+            for a in b.args:
+                w.env[a] = None
+            w.block(b, scale)
+    for r in op.results:
+        w.env[r] = None
+
+
+@implements("cost", "ktdp.inter_tile_reduce")
+def cost_reduce(w: CoreWalker, op: Op, scale: float) -> None:
+    out = op.result.type if op.results else None
+    nbytes = (out.nbytes or 0) if isinstance(out, TensorType) else 0
+    hops = max(0, min(w.fn.num_cores, w.params.num_cores) - 1)
+    moved = nbytes * hops
+    w.charge(op, scale, "comm", moved / w.params.ring_bytes_per_cycle)
+    # the combiner runs once per received partial
+    n = elements(out) if out is not None else 1
+    w.charge(op, scale * hops, "vector", math.ceil(n / w.params.simd_elems_per_cycle))
+    for r in op.results:
+        w.env[r] = None
+
+
+set_part("cost", "ktdp.yield_partial", "free")
+set_part("cost", "ktdp.yield_reduced", "free")

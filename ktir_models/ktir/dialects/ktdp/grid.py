@@ -7,6 +7,7 @@ form holds every core's at once, one [C] array per result (core c = x + X*(y + Y
 from __future__ import annotations
 
 from ...ir import Op, ScalarType
+from ...latency.walker import CoreWalker
 from ...registry import implements, set_part
 from ...verify_rules import Rule, fail
 
@@ -60,3 +61,15 @@ def stacked_tile_id(b, op, plain):
             senv[s] = coords[k]
 
     return step
+
+
+# -- cost -------------------------------------------------------------------------------------
+
+# evaluated into the latency walker's env (its abstract views and tiles), charging nothing
+
+@implements("cost", "ktdp.get_compute_tile_id")
+def cost_tile_id(w: CoreWalker, op: Op, scale: float) -> None:
+    for k, r in enumerate(op.results):
+        w.env[r] = w.coords[k] if k < len(w.coords) else 0
+    w.free(op)
+

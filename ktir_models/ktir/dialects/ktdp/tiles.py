@@ -18,6 +18,8 @@ from ... import affine
 from ...affine import AffineMap, AffineSet
 from ...errors import FaultSignal, Location
 from ...ir import AccessTileType, INT_TYPES, MemRefType, Op, TensorType, Value
+from ...latency.walker import (CoreWalker, Tile as CostTile, View as CostView, itemsize,
+                               tile_points as type_points)
 from ...memory_views import Tile
 from ...parse import generic_form, tile_types
 from ...parse.tile_types import unfilled_fault
@@ -510,3 +512,55 @@ def stacked_access_tile(b, op, plain):
         senv[ir] = StackedTile(senv[ibase], los_, ext, perm, shape)
 
     return step
+
+
+# -- cost -------------------------------------------------------------------------------------
+
+# evaluated into the latency walker's env (its abstract views and tiles), charging nothing
+
+@implements("cost", "ktdp.construct_access_tile")
+def cost_access_tile(w: CoreWalker, op: Op, scale: float) -> None:
+    base = w.env.get(op.groups["base"][0]) if op.groups.get("base") else None
+    idx = [w.env.get(v) for v in op.groups.get("indices", [])]
+    syms = [w.env.get(v) for v in op.groups.get("symbols", [])]
+    bmap = op.attrs.get("base_map")
+    tset = op.attrs.get("access_tile_set")
+    anchor = None
+    if bmap is not None and all(isinstance(v, int) for v in idx):
+        anchor = tuple(int(x) for x in bmap(idx))
+    extents, npoints = None, 1
+    if tset is not None and all(isinstance(s, int) for s in syms):
+        try:
+            box = tset.bounding_box(syms)
+            if tset.box_bounds() is not None:
+                extents = tuple(hi - lo + 1 for lo, hi in box)
+                if anchor is not None:
+                    anchor = tuple(a + lo for a, (lo, _) in zip(anchor, box))
+                npoints = int(np.prod(extents)) if extents else 1
+            else:
+                npoints = len(tset.points(syms))
+        except ValueError:
+            npoints = type_points(op.result.type)
+    else:
+        npoints = type_points(op.result.type)
+    base_type = op.attrs.get("base_type")
+    if isinstance(base, CostView):
+        w.env[op.result] = CostTile(base, base.space, base.itemsize, anchor, extents, npoints)
+    elif isinstance(base, tuple) and base and base[0] == "distributed":
+        w.env[op.result] = CostTile(None, base[1], base[2], None, None, npoints)
+    else:
+        size = itemsize(base_type) if base_type is not None else 2
+        w.env[op.result] = CostTile(None, "lx", size, None, None, npoints)
+    w.free(op)
+
+
+@implements("cost", "ktdp.construct_indirect_access_tile")
+def cost_indirect_tile(w: CoreWalker, op: Op, scale: float) -> None:
+    base = w.env.get(op.groups["base"][0])
+    space = base.space if isinstance(base, CostView) else "hbm"
+    size = base.itemsize if isinstance(base, CostView) else 2
+    n = type_points(op.result.type)
+    reads = n * len(op.groups.get("indirect", []))
+    w.env[op.result] = CostTile(None, space, size, None, None, n, indirect_reads=reads)
+    w.free(op)
+

@@ -20,6 +20,7 @@ import numpy as np
 from ...backends.capabilities import caps_of
 from ...errors import KtirError
 from ...ir import AccessTileType, Op, TensorType
+from ...latency.walker import CoreWalker
 from ...memory_views import Tile
 from ...native_matmul import feeds_native_matmuls, only_matmul_users
 from ...registry import implements, set_part
@@ -449,3 +450,21 @@ def stacked_store(b, op, plain):
 
     step.specialize = specialize
     return step
+
+
+# -- cost -------------------------------------------------------------------------------------
+
+# bytes moved through the tile's memory (walker.move)
+
+@implements("cost", "ktdp.load")
+def cost_load(w: CoreWalker, op: Op, scale: float) -> None:
+    w.move(op, op.operands[0], scale, write=False)
+    w.env[op.result] = None
+
+
+@implements("cost", "ktdp.store")
+def cost_store(w: CoreWalker, op: Op, scale: float) -> None:
+    if w.footprints is not None:
+        w.footprints.append((op, w.env.get(op.operands[1])))
+    w.move(op, op.operands[1], scale, write=True)
+

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...affine import AffineSet
 from ...errors import KtirError
 from ...ir import INT_TYPES, MemorySpace, MemRefType, Op, ScalarType
+from ...latency.walker import CoreWalker, View as CostView, itemsize, static_or_dynamic
 from ...memory_views import DistView, View
 from ...parse.ops_custom import bracket_ints_or_values
 from ...registry import implements, set_part
@@ -170,3 +171,31 @@ def build_dist_view(c, op):
         env[ir] = DistView(flat)
 
     return step
+
+
+# -- cost -------------------------------------------------------------------------------------
+
+# evaluated into the latency walker's env (its abstract views and tiles), charging nothing
+
+@implements("cost", "ktdp.construct_memory_view")
+def cost_memory_view(w: CoreWalker, op: Op, scale: float) -> None:
+    t = op.result.type
+    off = w.env.get(op.groups.get("offset", [None])[0]) if op.groups.get("offset") else None
+    sizes = static_or_dynamic(op.attrs.get("static_sizes"), op.groups.get("sizes", []), w.env)
+    strides = static_or_dynamic(op.attrs.get("static_strides"), op.groups.get("strides", []), w.env)
+    space = getattr(op.attrs.get("memory_space"), "kind", "hbm")
+    offset_value = op.groups["offset"][0] if op.groups.get("offset") else None
+    base_arg = offset_value.name.lstrip("%") if offset_value in w.fn.args else None
+    w.env[op.result] = CostView(off if isinstance(off, int) else None, tuple(sizes),
+                                tuple(strides), itemsize(t), "lx" if space == "lx" else "hbm",
+                                base_arg)
+    w.free(op)
+
+
+@implements("cost", "ktdp.construct_distributed_memory_view")
+def cost_distributed_view(w: CoreWalker, op: Op, scale: float) -> None:
+    parts = [w.env.get(v) for v in op.operands]
+    space = "hbm" if any(isinstance(p, CostView) and p.space == "hbm" for p in parts) else "lx"
+    w.env[op.result] = ("distributed", space, itemsize(op.result.type))
+    w.free(op)
+
