@@ -273,7 +273,7 @@ def _native_matmul(wanted: bool | None, backend) -> bool:
 
 
 class Machine:
-    """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.compile.Plan`.
+    """HBM + one LX per core. ``compile(fn)`` gives a reusable :class:`~.plan.Plan`.
 
     ``backend`` is where tensors live and compute (:mod:`.backends`): a back-end object, or a name
     (``"numpy"``, the default, or ``"torch"``) combined with ``device``.
@@ -312,7 +312,7 @@ class Machine:
         self.native_matmul = _native_matmul(native_matmul, backend)
         self._native_asked = native_matmul
         # run multi-core grids in lock step, batching steps that support it across cores
-        # (compile.run_lockstep); False runs core after core (the plain plan)
+        # (execute.run_lockstep); False runs core after core (the plain plan)
         self.grid_batching = bool(grid_batching)
         # a plan run again with the same arguments replays its recorded data steps (tape.py);
         # False always runs the steps

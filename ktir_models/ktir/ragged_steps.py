@@ -39,7 +39,7 @@ import numpy as np
 
 from .ir import Op, TensorType
 from .backends.f16_convert import f16_all_finite
-from .stacked_values import Builder as _Builder, lift
+from .stacked_values import Builder, Fallback, StackedTile, fallback, lift
 
 _FLOAT_ELEMENTWISE = {
     "arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.remf", "arith.maximumf",
@@ -103,7 +103,7 @@ def _mask(lengths: np.ndarray, shape: tuple, dim: int) -> np.ndarray:
     return out
 
 
-def _masks(b: _Builder, v) -> list:
+def _masks(b: Builder, v) -> list:
     """(mask, dimension) per ragged dimension of value ``v``."""
     shape = tuple(v.type.shape)
     return [(_mask(lengths, shape, d), d) for d, lengths in b.ragged.get(id(v), {}).items()]
@@ -168,7 +168,7 @@ def shareable(ops: list, invariant: set, native) -> set:
     return out
 
 
-def ragged_step(b: _Builder, op: Op, plain):
+def ragged_step(b: Builder, op: Op, plain):
     """The step of ``op``, which touches a ragged or shared value (module docstring), or raises
     :class:`Unsupported`."""
     if op.results and id(op.results[0]) in b.shared:
@@ -191,9 +191,8 @@ def ragged_step(b: _Builder, op: Op, plain):
     return b.stacked_step(op, plain)
 
 
-def _shared_load(b: _Builder, op: Op):
+def _shared_load(b: Builder, op: Op):
     """The load once per core (the first group's corner of each core: they all agree)."""
-    from .stacked_values import Fallback as _Fallback, StackedTile
     from .dialects.ktdp.stacked_boxes import read_boxes
 
     c = b.c
@@ -206,7 +205,7 @@ def _shared_load(b: _Builder, op: Op):
     def step(senv):
         st = senv[it]
         if type(st) is not StackedTile:
-            raise _Fallback
+            raise Fallback
         per_core = StackedTile(st.view, st.los[::G], st.ext, st.perm, st.shape)
         data, _ = read_boxes(cache, per_core, hbm, C)
         senv[ir] = Shared(np.array(data, copy=True), G)
@@ -216,7 +215,7 @@ def _shared_load(b: _Builder, op: Op):
     return _or_per_core(b, op, step)
 
 
-def _shared_transpose(b: _Builder, op: Op):
+def _shared_transpose(b: Builder, op: Op):
     c = b.c
     ix, ir = c.slot(op.groups["ins"][0]), c.slot(op.result)
     perm = (0,) + tuple(p + 1 for p in op.attrs["permutation"])
@@ -230,12 +229,10 @@ def _shared_transpose(b: _Builder, op: Op):
     return step
 
 
-def _or_per_core(b: _Builder, op: Op, step):
+def _or_per_core(b: Builder, op: Op, step):
     """``step``, or where its conditions fail (a box outside its view, a region with a written
     mask) the op's plain step for every virtual core, which loads the same data or raises the
     located fault."""
-    from .stacked_values import Fallback as _Fallback, fallback as _fallback
-
     plain = b.c.step_of[id(op)]
     slot = b.c.slot(op.result)
     G = _group_count(b)
@@ -243,15 +240,15 @@ def _or_per_core(b: _Builder, op: Op, step):
     def guarded(senv):
         try:
             step(senv)
-        except _Fallback:
-            _fallback(b, op, plain)(senv)
+        except Fallback:
+            fallback(b, op, plain)(senv)
             senv[slot] = Shared(senv[slot][::G], G)
 
     guarded.op = op
     return guarded
 
 
-def _matmul(b: _Builder, op: Op, plain):
+def _matmul(b: Builder, op: Op, plain):
     from .dialects.linalg import (is_zero_const as _is_zero_const,
                                   native_matmul_step as _native_matmul_step)
     from .native_matmul import uses_native
@@ -317,7 +314,7 @@ def _matmul(b: _Builder, op: Op, plain):
     return step
 
 
-def _reduce(b: _Builder, op: Op, plain):
+def _reduce(b: Builder, op: Op, plain):
     from .dialects.arith import coerce
     from .dialects.linalg import (REDUCERS as _REDUCERS, accumulator as _accumulator,
                                   body_combiner as _body_combiner, fast_reduce as _fast_reduce)
@@ -377,6 +374,6 @@ def _reduce(b: _Builder, op: Op, plain):
     return step
 
 
-def _group_count(b: _Builder) -> int:
+def _group_count(b: Builder) -> int:
     """The number of groups G (virtual core v is group v % G of core v // G)."""
     return int(np.count_nonzero(b.core_of == b.core_of[0]))

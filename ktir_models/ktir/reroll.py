@@ -14,7 +14,7 @@ the template group is the one with the largest shapes, run on padded values unde
 ragged_steps.py, which declines whatever padding could change.
 
 The analysis costs a few milliseconds per long kernel (~5 ms for the 629-op smollm2 attention,
-more than one run saves), so a plan does it at its *second* run (compile.Plan.run): a program run
+more than one run saves), so a plan does it at its *second* run (plan.Plan.run): a program run
 once never pays, one run again and again (passes, generation) pays once.
 
 Accepted only when running the groups side by side cannot change a byte:
