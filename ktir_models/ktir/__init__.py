@@ -11,14 +11,9 @@ Public API (docs/architecture.md)::
 
 from .api import bulk_load, load_module, parse_text, verify
 from .errors import Diagnostic, EmulationFault, KtirError, Location
+from .execute import RunStats
 from .ir import Function, Module
+from .machine import Buffer, Machine
 
 __all__ = ["bulk_load", "load_module", "parse_text", "verify", "Diagnostic", "EmulationFault", "KtirError",
-           "Location", "Function", "Module"]
-
-try:  # the machine arrives in a later step; keep the parser usable on its own
-    from .machine import Buffer, Machine, RunStats  # noqa: F401
-
-    __all__ += ["Buffer", "Machine", "RunStats"]
-except ImportError:  # pragma: no cover
-    pass
+           "Location", "Function", "Module", "Buffer", "Machine", "RunStats"]
