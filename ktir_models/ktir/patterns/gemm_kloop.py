@@ -25,6 +25,7 @@ import numpy as np
 
 from .rule import RewriteRule, register
 
+
 @dataclass(frozen=True)
 class KLoop:
     """A matched K-loop: its matmul, the carried accumulator and induction variable, the lower
