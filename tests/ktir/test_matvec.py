@@ -132,3 +132,35 @@ def test_the_latency_model_charges_matvec_as_2mk_flops():
     assert cost.flops == lat.flops == 2 * M * K
     assert cost.cycles["matmul"] > 0 and lat.category_cycles["matmul"] == cost.cycles["matmul"]
     assert not any("linalg.matvec" in n for n in lat.notes)  # a handler, not the fallback
+
+
+def test_matvec_on_a_grid_runs_the_same_bits_in_every_tier(native_matmul):
+    """Each of 4 cores computes its rows; core by core and grid-batched (stacked runs from the
+    second run on) give the same bits, those of the one-core reference."""
+    M, K, G = 4, 32, 4
+    body = (view("va", "a", (G * M, K)) + view("vx", "x", (K,)) + view("vy", "y", (G * M,))
+            + "    %g:3 = ktdp.get_compute_tile_id : index, index, index\n"
+            + f"    %cm = arith.constant {M} : index\n    %row = arith.muli %g#0, %cm : index\n"
+            + tile("ta", "va", (G * M, K), (M, K), "%row, %c0")
+            + tile("tx", "vx", (K,), (K,), "%c0") + tile("ty", "vy", (G * M,), (M,), "%row")
+            + load("A", "ta", (M, K)) + load("X", "tx", (K,)) + load("Y", "ty", (M,))
+            + f"    %r = linalg.matvec ins(%A, %X : tensor<{ty((M, K))}>, tensor<{ty((K,))}>) "
+              f"outs(%Y : tensor<{ty((M,))}>) -> tensor<{ty((M,))}>\n"
+            + store("r", "ty", (M,)))
+    module = ktir.parse_text(
+        "module {\n  func.func @k(%a: index, %x: index, %y: index) attributes {grid = [4]} {\n"
+        "    %c0 = arith.constant 0 : index\n" + body + "    return\n  }\n}\n", "grid.mlir")
+    ktir.verify(module)
+    A = RNG.standard_normal((G * M, K)).astype(np.float16)
+    x = RNG.standard_normal(K).astype(np.float16)
+    y = RNG.standard_normal(G * M).astype(np.float16)
+    want = reference(A, x, y, native_matmul)
+    for grid_batching in (False, True):
+        m = ktir.Machine(native_matmul=native_matmul, grid_batching=grid_batching)
+        ba, bx = m.hbm.allocate_from(A, name="a"), m.hbm.allocate_from(x, name="x")
+        by = m.hbm.allocate_from(y.copy(), name="y")
+        plan = m.compile(module.function("k"))
+        for _ in range(3):  # the batched tiers take over from the second run
+            by.write(y.copy())
+            plan.run([ba.address, bx.address, by.address])
+            np.testing.assert_array_equal(by.read().view(np.uint16), want.view(np.uint16))
