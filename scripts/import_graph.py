@@ -66,7 +66,8 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom,
+             known: set[str]) -> set[str]:
     if isinstance(node, ast.Import):
         return {alias.name for alias in node.names if alias.name in known}
     if node.level:

@@ -53,10 +53,10 @@ def run_steps(steps, env) -> None:
 def run_lockstep(steps, envs) -> None:
     """Run a grid of independent cores step by step: each top-level step for every core before
     the next step. A step with a ``batched(envs)`` method (the batched K-loop,
-    patterns/gemm_kloop.py) runs all cores in one call. Cores of a function without inter-tile ops share nothing but HBM, and
-    a program whose result depends on how their accesses interleave is racy on the hardware too,
-    so this order is as valid as core after core. A fault is reported for the first core (in
-    core order) that raises it."""
+    patterns/gemm_kloop.py) runs all cores in one call. Cores of a function without inter-tile
+    ops share nothing but HBM, and a program whose result depends on how their accesses
+    interleave is racy on the hardware too, so this order is as valid as core after core. A
+    fault is reported for the first core (in core order) that raises it."""
     for step in steps:
         batched = getattr(step, "batched", None)
         if batched is not None:

@@ -302,7 +302,8 @@ class Machine:
             raise UserError(f"lx_model must be one of {', '.join(MODELS)}, got {lx_model!r}")
         self.lx_model = lx_model
         # points of access tiles that fell outside their view's coordinate set so far (loads
-        # padded them, stores skipped them: dialects/ktdp/access.py); the checking mode warns when it grows
+        # padded them, stores skipped them: dialects/ktdp/access.py); the checking mode warns
+        # when it grows
         self.masked_points = 0
         if isinstance(backend, str):
             from .backends import make_backend

@@ -20,13 +20,14 @@ import numpy as np
 
 from .backends.capabilities import caps_of
 from .errors import EmulationFault, KtirError
-from .execute import CoreContext, RunStats, run_steps
+from .execute import CoreContext, RunStats
 from .ir import Function, RuntimeArgType, ScalarType
 from .reroll import compile_rerolled
 from .stacked import compile_stacked
 from .stacked_values import Contexts
 from .strategies import choose
 from .tape import Recorder, static_info
+
 
 @dataclass
 class Compiled:
@@ -66,7 +67,8 @@ class Plan:
         self._tier_from = None
         self._stack_from = None  # the same, for a rerolled grid's stacked form (built on need)
         self._runs = 0
-        self._contexts: dict = {}  # "stacked"/"rerolled" -> slot 0 of its env (stacked_values.Contexts)
+        # "stacked"/"rerolled" -> slot 0 of its env (a stacked_values.Contexts)
+        self._contexts: dict = {}
         # tapes (tape.py): runs repeating the previous run's arguments replay the recorded data
         # steps; only where every argument is an int (a hashable key) and nothing observes the
         # steps one by one (checking mode, inter-tile exchanges, LX overflow faults)

@@ -13,7 +13,8 @@ PACKAGE = REPO / "ktir_models"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("import_graph", REPO / "scripts" / "import_graph.py")
+    path = REPO / "scripts" / "import_graph.py"
+    spec = importlib.util.spec_from_file_location("import_graph", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("import_graph", module)
     spec.loader.exec_module(module)

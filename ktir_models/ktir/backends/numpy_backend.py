@@ -115,7 +115,7 @@ class NumpyBackend:
         """A 0-d array element as a numpy scalar."""
         return x[()] if isinstance(x, np.ndarray) else x
 
-    # -- reductions (``kind`` as in dialects/linalg/reduce.py; ``dtype`` is the accumulator) ---------------
+    # -- reductions (``kind`` as in dialects/linalg/reduce.py; ``dtype`` is the accumulator) --
     @staticmethod
     def reduce(kind: str, x, axis: tuple, dtype=None):
         if kind == "sum":
