@@ -166,3 +166,28 @@ def test_cli_refuses_bad_input_and_program_files(corpus_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["latency", str(tmp_path / "missing")])
     assert exc.value.code == 2 and "Traceback" not in capsys.readouterr().err
+
+
+def test_an_ops_cost_is_its_registry_part(monkeypatch):
+    """The walker charges each op by its ``cost`` part: a handler is called, a category name runs
+    that generic rule (arith.addf declared "vector": 128 elements / 64 lanes = 2 cycles; made
+    "layout" it moves to the layout column, unchanged), an unknown category is refused by name,
+    and an op kind without a cost part is free with a note."""
+    from ktir_models.ktir import registry
+    from ktir_models.ktir.latency.walker import GENERIC_RULES
+
+    for name, opdef in registry.REGISTRY.items():
+        assert opdef.cost is None or callable(opdef.cost) or opdef.cost in GENERIC_RULES, name
+    addf = registry.lookup("arith.addf")
+    assert addf.cost == "vector"
+    fn = ktir.parse_text(VECTOR_ADD, "vadd.mlir").only_function
+    monkeypatch.setattr(addf, "cost", "layout")
+    r = function_latency(fn)
+    assert r.category_cycles["vector"] == 0 and r.category_cycles["layout"] == 2
+    monkeypatch.setattr(addf, "cost", "bogus")
+    with pytest.raises(ValueError, match="arith.addf: unknown cost category 'bogus'"):
+        function_latency(fn)
+    monkeypatch.setattr(addf, "cost", None)
+    r = function_latency(fn)
+    assert r.category_cycles["vector"] == 0 and r.category_cycles["layout"] == 0
+    assert any("arith.addf is not in the cost table; counted as free" in n for n in r.notes)

@@ -30,14 +30,13 @@ read from memory, say) is replaced by a stated assumption recorded in ``notes``,
 
 Layout (by job): ``params`` (:class:`HardwareParams`, the categories), ``records`` (the result
 records), ``walker`` (one core's walk: bookkeeping, dispatch by the registry's ``cost`` part,
-the generic rules), ``handlers`` (cost handlers and categories of op kinds whose dialect modules
-do not declare them yet), ``nodes`` (:func:`function_latency`, :func:`model_latency`) and
-``footprints`` (the store map, :func:`store_footprints`).
+the generic rules), ``nodes`` (:func:`function_latency`, :func:`model_latency`) and
+``footprints`` (the store map, :func:`store_footprints`). Each op kind's cost (a handler or a
+category name) is declared with the op kind in its dialect module (dialects/).
 """
 
 from __future__ import annotations
 
-from . import handlers  # noqa: F401  (registers the cost parts the dialect modules do not yet)
 from .footprints import StoreFootprint, store_footprints
 from .nodes import function_latency, model_latency
 from .params import (CATEGORIES, COMPUTE_CATEGORIES, EXACT_TRIP_LIMIT, MEMORY_CATEGORIES,

@@ -11,8 +11,9 @@ write in ``walker.env``. Each op is charged by its ``cost`` part in the registry
 * a category name of :data:`GENERIC_RULES` -- that generic rule: ``"free"`` (no cost),
   ``"scalar"`` (evaluated and free on scalars, vector work on tensors), ``"layout"``, ``"vector"``,
   ``"transcendental"`` (elements / SIMD width, the last times the transcendental penalty);
-* no cost part -- the name-based rule (``math.*``: transcendental or vector, ``arith.*`` and
-  ``linalg.*``: vector, anything else: free with a note), kept until every op declares its cost.
+* no cost part -- free, with a "not in the cost table" note (every op kind the emulator
+  implements declares its cost in its dialect module; the note is for the others, such as
+  opaque ops of unknown dialects kept in generic form).
 
 Invariants: ``scale`` is the number of executions a charge stands for (loop trips folded in);
 charges are never negative; an unknown value is None in ``env``, never a guess. This module
@@ -142,29 +143,21 @@ class CoreWalker:
             self.op(op, scale)
 
     def op(self, op: Op, scale: float) -> None:
-        """Charge one op: its registered cost part (a handler, or a category's generic rule),
-        else the name-based rule of the op kinds no dialect has declared a cost for yet."""
+        """Charge one op by its registered cost part: a handler is called, a category name runs
+        that generic rule; an op kind without one is free, with a note."""
         name = op.name
         cost = registry.part("cost", name)
-        if cost is not None:
-            if callable(cost):
-                cost(self, op, scale)
-                return
-            rule = GENERIC_RULES.get(cost)
-            if rule is None:
-                raise ValueError(f"{name}: unknown cost category {cost!r} "
-                                 f"(categories: {', '.join(GENERIC_RULES)})")
-            rule(self, op, scale)
+        if cost is None:
+            self.note(f"{op.loc}: {name} is not in the cost table; counted as free")
             return
-        if name.startswith("math."):
-            kind = "transcendental" if name[5:] in TRANSCENDENTAL else "vector"
-            self.elementwise(op, scale, kind)
+        if callable(cost):
+            cost(self, op, scale)
             return
-        if name.startswith("arith.") or name.startswith("linalg."):
-            # elementwise float/int math (arith.*, linalg.add, linalg.max, ...)
-            self.elementwise(op, scale, "vector")
-            return
-        self.note(f"{op.loc}: {name} is not in the cost table; counted as free")
+        rule = GENERIC_RULES.get(cost)
+        if rule is None:
+            raise ValueError(f"{name}: unknown cost category {cost!r} "
+                             f"(categories: {', '.join(GENERIC_RULES)})")
+        rule(self, op, scale)
 
     # -- the generic rules (the cost categories, GENERIC_RULES)
     def free(self, op: Op) -> None:
