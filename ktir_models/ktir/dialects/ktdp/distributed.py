@@ -1,9 +1,9 @@
 """``ktdp.inter_tile_produce`` / ``ktdp.inter_tile_reduce`` and their region terminators.
 
 A produce runs its region on every core of a producer group and posts the yielded partial in the
-plan's exchange (compile's inter-tile run: cores as threads); its result, a :class:`Future`,
-names the exchange box by (op, occurrence on that core) so a produce inside a loop posts each
-trip's partials apart. A reduce waits for every producer of its core's group and folds the
+plan's exchange (strategies.Exchange: an inter-tile grid runs its cores as threads); its result,
+a :class:`Future`, names the exchange box by (op, occurrence on that core) so a produce inside a
+loop posts each trip's partials apart. A reduce waits for every producer of its core's group and folds the
 partials in producer order with its combiner region (a fixed order: results are deterministic);
 a core in no consumer group gets the identity. Waiting faults as a deadlock once every core has
 been waiting or finished for a second (or after 60 s), and stops when another core failed.
