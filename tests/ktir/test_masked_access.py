@@ -1,5 +1,6 @@
-"""Masked access (ops/ktdp.py): points of an access tile outside its view's coordinate set are
-padded on load and skipped on store, and nothing outside the set is ever read or written.
+"""Masked access (dialects/ktdp/access.py): points of an access tile outside its view's
+coordinate set are padded on load and skipped on store, and nothing outside the set is ever read
+or written.
 
 The Triton-emitted ``vector_add_dynamic_ktir.mlir`` says so in its header ("elements outside this
 range are masked on load and ignored on store"); it runs here for n in {1, 300, 512, 1024} against
