@@ -222,11 +222,12 @@ def _fresh(value):
 
 
 class _Copier:
-    def __init__(self, renaming: Renaming, args: list[Value]):
+    """Copies ops and blocks of the first function, in SSA order (a value is copied where it is
+    defined, before any use), with the twin's Locations."""
+
+    def __init__(self, renaming: Renaming, values: dict[int, Value]):
         self.loc = renaming.loc
-        self.values: dict[int, Value] = {}
-        for a in args:
-            self.values[id(a)] = a
+        self.values = values  # id(first's value) -> the twin's (its arguments to begin with)
 
     def value(self, v: Value, owner: Op | None) -> Value:
         c = Value(v.name, v.type, self.loc(v.loc), owner, v.index)
@@ -274,9 +275,7 @@ class DerivedFunction(Function):
     def body(self) -> Region:
         body = self.__dict__.get("_body")
         if body is None:
-            copier = _Copier(self.renaming, [])
-            for a, c in zip(self.source.args, self.args):
-                copier.values[id(a)] = c
+            copier = _Copier(self.renaming, {id(a): c for a, c in zip(self.source.args, self.args)})
             body = self.__dict__["_body"] = Region([copier.block(b)
                                                     for b in self.source.body.blocks])
         return body
@@ -349,8 +348,8 @@ class TwinLoader:
         return id(fn) in self._is_first
 
     def load(self, path: str | Path) -> Module:
-        self.parsed += 1
         if not self.share:
+            self.parsed += 1
             return api.load_module(path)
         name = str(Path(path))
         try:
@@ -361,8 +360,8 @@ class TwinLoader:
         if names is not None:
             for first in self._firsts.get(names.shape, ()):
                 if first.matches(text, names):
-                    self.parsed -= 1
                     return self._derive(first, names, name)
+        self.parsed += 1
         module = api.parse_text(text, name)
         api.verify(module)  # a file that fails never becomes a first: its twins load alone
         if names is not None and _names_agree(module, names):
