@@ -113,17 +113,17 @@ def native_pass_factory(ckpt, pass_, device: str = "cpu", dtype: str = "f32"):
     import numpy as np
     import torch
 
-    from ktir_models.model.golden import _cache_kwarg, _output_cache
+    from ktir_models.model.golden import cache_kwarg, output_cache
 
     model = native_model(ckpt, dtype).to(device)
     ids = torch.as_tensor(np.asarray(pass_.token_ids, dtype=np.int64).reshape(1, -1), device=device)
     positions = torch.as_tensor(np.asarray(pass_.positions, dtype=np.int64).reshape(1, -1), device=device)
-    kwarg = _cache_kwarg(model)
+    kwarg = cache_kwarg(model)
     prefix_cache = None
     if pass_.past > 0:
         prefix = torch.as_tensor(np.asarray(pass_.prefix_ids, dtype=np.int64).reshape(1, -1), device=device)
         with torch.no_grad():
-            prefix_cache = _output_cache(model(prefix, use_cache=True))
+            prefix_cache = output_cache(model(prefix, use_cache=True))
 
     state = {"cache": copy.deepcopy(prefix_cache)}
     kind = torch.device(device).type

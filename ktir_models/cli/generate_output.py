@@ -42,9 +42,9 @@ def run_and_print(ckpt: Any, spec: Any, weights: str, prompt: str | None, chat: 
     eos = eos_token_ids(ckpt, tokenizer)
     n_prompt = len(prompt_ids) if prompt_ids is not None else tokens
     if check and (quiet or not sys.stderr.isatty()):
-        from .model_commands import _quiet_transformers
+        from .model_commands import quiet_transformers
 
-        _quiet_transformers()
+        quiet_transformers()
 
     checked = "checked against transformers" if check else "not checked"
     print(f"generate: {spec.name} ({getattr(ckpt, 'origin', weights)}), prompt {n_prompt} tokens, up to {steps} "

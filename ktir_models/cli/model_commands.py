@@ -210,7 +210,7 @@ def _forward(model, program, mode, tokens, weights, golden_arg, repeat, seed, qu
     if choice == "live":
         start = time.perf_counter()
         if quiet or not sys.stderr.isatty():
-            _quiet_transformers()
+            quiet_transformers()
         golden = golden_mod.live_logits(ckpt, pass_.token_ids, past=pass_.past, prefix_ids=pass_.prefix_ids)
         golden_seconds = time.perf_counter() - start
 
@@ -336,7 +336,7 @@ def _metrics_dict(met) -> dict:
 
 
 
-def _quiet_transformers() -> None:
+def quiet_transformers() -> None:
     """No "Loading weights" bar from transformers when the user asked for quiet (or no tty)."""
     try:
         from transformers.utils import logging as hf_logging

@@ -73,7 +73,8 @@ def set_part(part: str, name: str, value) -> None:
         raise ValueError(f"unknown op part {part!r} (parts: {', '.join(PARTS)})")
     d = define(name)
     old = getattr(d, part)
-    if old is not None and old is not value:
+    # category strings (cost) compare by value; functions and rules by identity
+    if old is not None and old is not value and not (isinstance(old, str) and old == value):
         raise ValueError(f"{name}: its {part} is already registered ({old!r})")
     setattr(d, part, value)
 

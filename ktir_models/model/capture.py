@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .golden import _cache_kwarg, _output_cache, load_transformers_model
+from .golden import cache_kwarg, output_cache, load_transformers_model
 from .inputs import golden_token_ids
 
 KINDS = ("layer_input", "input_norm", "q", "k", "v", "q_norm", "k_norm", "rope_q", "rope_k", "attention",
@@ -86,7 +86,7 @@ def capture_reference(ckpt: Any, token_ids, positions=None, past: int = 0,
             if prefix_ids is None:
                 prefix_ids = golden_token_ids(past, cfg.vocab_size)
             prefix = torch.as_tensor(np.asarray(prefix_ids, dtype=np.int64).reshape(1, -1))
-            cache = _output_cache(model(prefix, use_cache=True))
+            cache = output_cache(model(prefix, use_cache=True))
         inner = model.model
         try:
             handles.append(inner.rotary_emb.register_forward_hook(rotary_hook))
@@ -112,7 +112,7 @@ def capture_reference(ckpt: Any, token_ids, positions=None, past: int = 0,
                     if getattr(attn, norm, None) is not None:
                         handles.append(getattr(attn, norm).register_forward_hook(heads_hook((norm, i), m)))
             handles.append(inner.norm.register_forward_hook(out_hook(("final_norm", None))))
-            out = model(ids, position_ids=pos, use_cache=True, **{_cache_kwarg(model): cache})
+            out = model(ids, position_ids=pos, use_cache=True, **{cache_kwarg(model): cache})
         finally:
             for h in handles:
                 h.remove()

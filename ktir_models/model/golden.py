@@ -213,25 +213,25 @@ def live_forward(ckpt, token_ids, past: int = 0, prefix_ids=None) -> LiveForward
             prefix = torch.as_tensor(np.asarray(prefix_ids, dtype=np.int64).reshape(1, -1))
             if prefix.shape[1] != past:
                 raise UserError(f"prefix has {prefix.shape[1]} tokens, expected past={past}")
-            cache = _output_cache(model(prefix, use_cache=True))
+            cache = output_cache(model(prefix, use_cache=True))
         positions = torch.arange(past, past + m).reshape(1, -1)
-        out = model(ids, position_ids=positions, use_cache=True, **{_cache_kwarg(model): cache})
+        out = model(ids, position_ids=positions, use_cache=True, **{cache_kwarg(model): cache})
     keys, values = [], []
     for layer in range(ckpt.config.num_hidden_layers):
-        k, v = _cache_layer(_output_cache(out), layer)
+        k, v = _cache_layer(output_cache(out), layer)
         keys.append(kv_heads_to_cache(k[0].numpy()))
         values.append(kv_heads_to_cache(v[0].numpy()))
     return LiveForward(logits=out.logits[0].float().numpy(), keys=keys, values=values)
 
 
-def _cache_kwarg(model) -> str:
+def cache_kwarg(model) -> str:
     """transformers 5.x names the KV-cache argument ``cache``; 4.x ``past_key_values``."""
     import inspect
 
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def _output_cache(out):
+def output_cache(out):
     cache = getattr(out, "cache", None)
     return cache if cache is not None else out.past_key_values
 

@@ -117,14 +117,14 @@ class _LiveCache:
     def run(self, ids: list[int]) -> np.ndarray:
         import torch
 
-        from ..golden import _cache_kwarg, _output_cache
+        from ..golden import cache_kwarg, output_cache
 
         x = torch.as_tensor(np.asarray(ids, dtype=np.int64).reshape(1, -1))
         positions = torch.arange(self.past, self.past + x.shape[1]).reshape(1, -1)
-        kwargs = {} if self.cache is None else {_cache_kwarg(self.model): self.cache}
+        kwargs = {} if self.cache is None else {cache_kwarg(self.model): self.cache}
         with torch.no_grad():
             out = self.model(x, position_ids=positions, use_cache=True, **kwargs)
-        self.cache = _output_cache(out)
+        self.cache = output_cache(out)
         self.past += x.shape[1]
         return out.logits[0].float().numpy()
 
