@@ -19,26 +19,28 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import dialects  # noqa: F401  (registers each op kind's builder)
+from . import ops  # noqa: F401  (the terminators' builder that ops/linalg.py still registers)
 from .backends.capabilities import caps_of
 from .errors import FaultSignal, KtirError
 from .ir import Block, Function, Op, Value
 from .lx_liveness import account
 from .plan import Compiled, Plan
+from .registry import Table
 from .reroll import is_candidate
 
 if TYPE_CHECKING:
     from .machine import Machine
 
+BUILDS = Table("build")  # op name -> builder(compiler, op) -> step | None (registry.py)
 
 class Compiler:
     """State while compiling one function: value -> slot map and folded constants."""
 
     def __init__(self, machine: Machine, fn: Function):
-        from .ops import BUILDERS
-
         self.machine = machine
         self.fn = fn
-        self.builders = BUILDERS
+        self.builders = BUILDS
         self.xp = machine.backend  # run-time array functions (backends/); folding uses numpy
         self.slots: dict[int, int] = {}
         self.consts: dict[int, object] = {}  # slot -> value known at compile time
