@@ -2,7 +2,7 @@
 
 A back end is an object with a fixed vocabulary of numpy-named functions (``add``, ``matmul``,
 ``reduce``, ``reshape``, ...) plus the memory primitives the ktdp ops need (``memory``, ``typed``,
-``strided``, ``take``, ``put``, ``assign``). Op builders (``ops/<dialect>.py``) state each op's
+``strided``, ``take``, ``put``, ``assign``). Op builders (``dialects/<dialect>``) state each op's
 semantics once, in that vocabulary, and pick the functions of their machine's back end at compile
 time, so a compiled plan calls the back end directly.
 
