@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import dialects  # noqa: F401  (registers each op kind's builder)
-from . import ops  # noqa: F401  (the terminators' builder that ops/linalg.py still registers)
 from .backends.capabilities import caps_of
 from .errors import FaultSignal, KtirError
 from .ir import Block, Function, Op, Value

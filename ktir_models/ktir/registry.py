@@ -10,8 +10,6 @@ that module is imported. Its parts are the jobs the drivers do with an op:
   op when its inputs are compile-time constants (None), else returns the closure ``step(env)``;
 * ``stacked`` -- the stacked-step maker ``maker(builder, op, plain) -> step | None`` that runs the
   op once for all cores of a grid (stacked.py), optional;
-* ``ragged``  -- whether the op has a ragged form (reroll.py's repeats of unequal extents),
-  optional;
 * ``cost``    -- the latency handler ``handler(walker, op, scale)`` (latency/), or the name of a
   generic rule: "free", "scalar", "vector", "transcendental", "layout" (docs/latency.md), optional.
 
@@ -19,6 +17,8 @@ Invariants: the registry imports nothing of the emulator but the IR, so every la
 a part is set once (setting it again raises, so two modules cannot silently disagree on what an op
 means); drivers look parts up by op name at build time, never by importing a dialect's helpers.
 The dialect modules are imported (and so registered) by :mod:`ktir_models.ktir.dialects`.
+The ragged forms (reroll.py's repeats of unequal static extents) are not a part yet: they are
+written per op kind in ragged_steps.py, which the batched drivers call directly.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
-PARTS = ("syntax", "verify", "build", "stacked", "ragged", "cost")
+PARTS = ("syntax", "verify", "build", "stacked", "cost")
 
 
 @dataclass
@@ -39,7 +39,6 @@ class OpDef:
     verify: Any = None
     build: Callable | None = None
     stacked: Callable | None = None
-    ragged: Any = None
     cost: Callable | str | None = None
 
     @property

@@ -17,7 +17,7 @@ write in ``walker.env``. Each op is charged by its ``cost`` part in the registry
 
 Invariants: ``scale`` is the number of executions a charge stands for (loop trips folded in);
 charges are never negative; an unknown value is None in ``env``, never a guess. This module
-imports nothing from dialects/ or ops/ (cost handlers import it, not the other way round).
+imports nothing from dialects/ (cost handlers import it, not the other way round).
 """
 
 from __future__ import annotations
