@@ -25,13 +25,11 @@ from .errors import FaultSignal, KtirError
 from .ir import Block, Function, Op, Value
 from .lx_liveness import account
 from .plan import Compiled, Plan
-from .registry import Table
+from .registry import part
 from .reroll import is_candidate
 
 if TYPE_CHECKING:
     from .machine import Machine
-
-BUILDS = Table("build")  # op name -> builder(compiler, op) -> step | None (registry.py)
 
 class Compiler:
     """State while compiling one function: value -> slot map and folded constants."""
@@ -39,7 +37,6 @@ class Compiler:
     def __init__(self, machine: Machine, fn: Function):
         self.machine = machine
         self.fn = fn
-        self.builders = BUILDS
         self.xp = machine.backend  # run-time array functions (backends/); folding uses numpy
         self.slots: dict[int, int] = {}
         self.consts: dict[int, object] = {}  # slot -> value known at compile time
@@ -103,7 +100,7 @@ class Compiler:
             self.where = (block, i)
             if lx_faults and id(op) in lx_faults:
                 steps.append(_fault_step(op, lx_faults[id(op)]))
-            builder = self.builders.get(op.name)
+            builder = part("build", op.name)
             if builder is None:
                 raise KtirError.at(op.loc, f"the emulator does not implement '{op.name}'")
             step = builder(self, op)

@@ -42,12 +42,12 @@ def _plain_attr(value) -> bool:
     return False
 
 
-def _fresh(value):
+def fresh_lists(value):
     """A copy of ``value`` sharing no list with it (lists copied at every depth)."""
     if type(value) is list:
-        return [_fresh(v) for v in value]
+        return [fresh_lists(v) for v in value]
     if type(value) is tuple and any(type(v) in (list, tuple) for v in value):
-        return tuple(_fresh(v) for v in value)
+        return tuple(fresh_lists(v) for v in value)
     return value
 
 
@@ -107,7 +107,8 @@ class OpTemplate:
             return None
         return cls(texts[start:end + LOOKAHEAD], end - start, op.name,
                    tuple(n for n, _ in lookups), tuple(v.type for _, v in lookups), operands,
-                   groups, _fresh(op.attrs), tuple((r.name, r.type) for r in op.results), alias)
+                   groups, fresh_lists(op.attrs), tuple((r.name, r.type) for r in op.results),
+                   alias)
 
     def replay(self, parser, start: int) -> Op | None:
         """A fresh op parsed from ``parser``'s tokens at ``start``, or None when this template
@@ -137,7 +138,7 @@ class OpTemplate:
         for key in self.flat_keys:
             attrs[key] = attrs[key][:]
         for key in self.deep_keys:
-            attrs[key] = _fresh(attrs[key])
+            attrs[key] = fresh_lists(attrs[key])
         groups = {}
         for g, idx in self.groups:
             groups[g] = [values[k] for k in idx]

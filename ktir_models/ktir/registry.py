@@ -23,8 +23,7 @@ written per op kind in ragged_steps.py, which the batched drivers call directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable
 
 PARTS = ("syntax", "verify", "build", "stacked", "cost")
@@ -40,14 +39,6 @@ class OpDef:
     build: Callable | None = None
     stacked: Callable | None = None
     cost: Callable | str | None = None
-
-    @property
-    def dialect(self) -> str:
-        return self.name.split(".", 1)[0] if "." in self.name else "builtin"
-
-    def parts(self) -> tuple[str, ...]:
-        """The parts this op has (in :data:`PARTS` order)."""
-        return tuple(f.name for f in fields(self) if f.name != "name" and getattr(self, f.name) is not None)
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -91,55 +82,3 @@ def part(part: str, name: str):
     """Op ``name``'s ``part``, or None."""
     d = REGISTRY.get(name)
     return None if d is None else getattr(d, part)
-
-
-def names_with(part: str) -> frozenset[str]:
-    """Every op kind that has ``part``."""
-    return frozenset(n for n, d in REGISTRY.items() if getattr(d, part) is not None)
-
-
-class Table(MutableMapping):
-    """One part of every op, as a mapping op name -> part (a view: reads and writes go to the
-    registry). For drivers that iterate or test membership by name."""
-
-    def __init__(self, part_name: str):
-        if part_name not in PARTS:
-            raise ValueError(f"unknown op part {part_name!r}")
-        self.part = part_name
-
-    def __getitem__(self, name: str):
-        value = part(self.part, name)
-        if value is None:
-            raise KeyError(name)
-        return value
-
-    def get(self, name: str, default=None):
-        d = REGISTRY.get(name)
-        value = None if d is None else getattr(d, self.part)
-        return default if value is None else value
-
-    def __contains__(self, name) -> bool:
-        d = REGISTRY.get(name)
-        return d is not None and getattr(d, self.part) is not None
-
-    def __setitem__(self, name: str, value) -> None:
-        set_part(self.part, name, value)
-
-    def __delitem__(self, name: str) -> None:
-        d = REGISTRY.get(name)
-        if d is None or getattr(d, self.part) is None:
-            raise KeyError(name)
-        setattr(d, self.part, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([n for n, d in REGISTRY.items() if getattr(d, self.part) is not None])
-
-    def __len__(self) -> int:
-        return sum(1 for d in REGISTRY.values() if getattr(d, self.part) is not None)
-
-    def update(self, other=(), **kw) -> None:  # noqa: D102 - MutableMapping.update, typed
-        items = other.items() if hasattr(other, "items") else other
-        for k, v in items:
-            self[k] = v
-        for k, v in kw.items():
-            self[k] = v

@@ -40,6 +40,7 @@ import numpy as np
 
 from .backends.capabilities import caps_of
 from .ir import AccessTileType, DenseConstant, Function, Op, ScalarType, TensorType
+from .registry import part
 
 _MIN_OPS = 40  # below this the plain steps cost less than the detection is worth
 
@@ -427,7 +428,7 @@ def compile_rerolled(c_plain, fn: Function) -> Rerolled | None:
             c.step_of[id(op)] = preset[id(op)]
             continue
         c.where = (block, i)
-        step = c.builders[op.name](c, op)
+        step = part("build", op.name)(c, op)  # compiled in the plain plan: it has one
         if step is not None:
             step.op = op
         c.step_of[id(op)] = step

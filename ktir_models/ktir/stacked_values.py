@@ -25,7 +25,7 @@ from .errors import EmulationFault
 from .execute import run_lockstep, run_steps
 from .ir import Op, ScalarType, TensorType
 from .memory_views import Tile
-from .registry import Table, implements
+from .registry import implements, part
 
 class PerCore(list):
     """Per-core values of a kind that is not stacked (views, tiles, futures): item c is core c's."""
@@ -188,7 +188,7 @@ class Builder:
             return self.uniform(op, plain)  # the same on every core: run once
         native = None
         if not hasattr(plain, "batched"):
-            maker = _STACKED.get(op.name)
+            maker = part("stacked", op.name)
             native = maker(self, op, plain) if maker is not None else None
         if native is None:
             self.fallback += 1
@@ -270,9 +270,6 @@ def involved(op: Op) -> list:
             for inner in b.ops:
                 vals.extend(involved(inner))
     return vals
-
-
-_STACKED = Table("stacked")  # op name -> maker(builder, op, plain) -> step | None (registry.py)
 
 
 def native(*names):

@@ -48,6 +48,7 @@ from pathlib import Path
 from . import api
 from .errors import Diagnostic, EmulationFault, KtirError, Location
 from .ir import Block, Function, Module, Op, Region, Value
+from .op_templates import fresh_lists
 
 _HEADER = re.compile(r"func\.func\s+(?:(?:public|private|nested)\s+)?@([\w$.]+)\s*\(")
 _ARG = re.compile(r"%([\w$.\-]+)\s*:")
@@ -212,15 +213,6 @@ class Renaming:
 # ---------------------------------------------------------------------------------------------
 # the twin's IR: a copy of the first function's, in the twin's names and Locations
 
-def _fresh(value):
-    """``value`` with every list copied (attribute leaves are immutable; see op_templates.py)."""
-    if type(value) is list:
-        return [_fresh(v) for v in value]
-    if type(value) is tuple and any(type(v) in (list, tuple) for v in value):
-        return tuple(_fresh(v) for v in value)
-    return value
-
-
 class _Copier:
     """Copies ops and blocks of the first function, in SSA order (a value is copied where it is
     defined, before any use), with the twin's Locations."""
@@ -249,7 +241,7 @@ class _Copier:
         attrs = op.attrs.copy()
         for k, v in attrs.items():
             if type(v) in (list, tuple):
-                attrs[k] = _fresh(v)
+                attrs[k] = fresh_lists(v)
         c = Op(op.name, self.loc(op.loc), self.values_of(op.operands, lists), [], attrs, [],
                {g: self.values_of(vs, lists) for g, vs in op.groups.items()}, op.origin)
         c.regions = [Region([self.block(b) for b in r.blocks]) for r in op.regions]
@@ -295,7 +287,7 @@ def derive_module(first: Module, renaming: Renaming) -> Module:
 
 
 def _fresh_attrs(attrs: dict) -> dict:
-    return {k: _fresh(v) for k, v in attrs.items()}
+    return {k: fresh_lists(v) for k, v in attrs.items()}
 
 
 def _names_agree(module: Module, names: Names) -> bool:
