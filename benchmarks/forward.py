@@ -138,13 +138,41 @@ def native_pass_factory(ckpt, pass_, device: str = "cpu", dtype: str = "f32"):
         sync()
         start = time.perf_counter()
         with torch.no_grad():
-            model(ids, position_ids=positions, use_cache=True, **{kwarg: state["cache"]})
+            out = model(ids, position_ids=positions, use_cache=True, **{kwarg: state["cache"]})
         sync()
         elapsed = time.perf_counter() - start
         state["cache"] = copy.deepcopy(prefix_cache)  # a fresh cache for the next pass, untimed
+        state["logits"] = out.logits  # the last pass's, compared with the emulator's (untimed)
         return elapsed
 
+    timed.state = state
     return timed
+
+
+def agreement(emulated, native) -> dict:
+    """How the emulated logits [m, vocab] agree with the native pass's: top-1 per row, cosine
+    and max|d| / max|native| over all of them. With a bfloat16 native model the reference has
+    bf16 roundings of its own (~2^-8 relative per op), so this is an agreement, not the pass
+    rule, which takes an f32 golden (ktir-models forward --golden live)."""
+    import numpy as np
+
+    ours = np.asarray(emulated, dtype=np.float64).reshape(-1, np.shape(emulated)[-1])
+    ref = native.detach().to("cpu").float().numpy().astype(np.float64).reshape(ours.shape)
+    cosine = float((ours * ref).sum() / (np.linalg.norm(ours) * np.linalg.norm(ref)))
+    return {"top1": int((ours.argmax(-1) == ref.argmax(-1)).sum()), "rows": int(ours.shape[0]),
+            "cosine": cosine, "max_rel": float(np.abs(ours - ref).max() / np.abs(ref).max())}
+
+
+def resident_gib() -> tuple[float, float]:
+    """(anonymous, file-mapped) resident GiB of this process now (Linux; zeros elsewhere): the
+    mapped pages of a checkpoint being read count in RSS as long as they are mapped."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0.0, 0.0
+    kib = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines()
+           if line.startswith(("RssAnon:", "RssFile:"))}
+    return kib.get("RssAnon", 0) / 2**20, kib.get("RssFile", 0) / 2**20
 
 
 def main() -> int:
@@ -233,6 +261,7 @@ def main() -> int:
         gc.collect()
 
     timed_native = native_pass_factory(ckpt, pass_, backend.device, args.native_dtype)
+    native_resident = resident_gib()  # just after loading: what the native model holds
     timed_native()  # warm-up
     if args.alternate:
         # in turns, so that both sides see the machine in the same state (its speed drifts)
@@ -290,6 +319,9 @@ def main() -> int:
         "native_all_ms": [1e3 * s for s in native],
         "native_1thread_all_ms": [1e3 * s for s in native_1t],
         "logits_finite": bool(np.isfinite(logits).all()),
+        "agreement": agreement(logits, timed_native.state["logits"]),
+        "native_loaded_rss_anon_gib": native_resident[0],
+        "native_loaded_rss_file_gib": native_resident[1],
     }
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
           f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
@@ -309,7 +341,11 @@ def main() -> int:
     print(f"marshal        {timings.marshal:9.2f} s")
     print(f"peak RSS       {emulator_rss / GIB:9.2f} GiB emulator (f16 weights "
           f"{figures['f16_weight_bytes'] / GIB:.2f} GiB); {figures['peak_rss_bytes'] / GIB:.2f} GiB "
-          f"with the {args.native_dtype} native model")
+          f"with the {args.native_dtype} native model (just after loading it: {native_resident[0]:.2f} GiB "
+          f"anonymous, {native_resident[1]:.2f} GiB mapped file pages)")
+    agree = figures["agreement"]
+    print(f"agreement      top-1 {agree['top1']}/{agree['rows']}, cosine {agree['cosine']:.6f}, "
+          f"max|d|/max|native| {agree['max_rel']:.2e}  (emulated vs native {args.native_dtype} logits)")
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(figures, indent=2) + "\n")
     return 0

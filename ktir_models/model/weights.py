@@ -133,10 +133,12 @@ class Checkpoint:
                 raw = f.get_tensor(name)
             except Exception as exc:  # truncated data
                 raise UserError(f"{path}: cannot read tensor {name!r} ({exc})") from None
+        # Into memory numpy allocates (it asks the kernel for huge pages from 4 MB on), not the
+        # reader's own buffer: the weights are streamed once per pass, and with 4 KB pages a large
+        # model's passes take a TLB miss every 4 KB.
+        out = np.empty(raw.shape, dtype=np.float16)
         with np.errstate(over="ignore"):  # overflow is reported below, with the tensor's name
-            out = raw.astype(np.float16, copy=False)
-        if out is raw and not out.flags.writeable:
-            out = out.copy()
+            np.copyto(out, raw, casting="unsafe")
         del raw
         if not f16_all_finite(out):
             raise UserError(

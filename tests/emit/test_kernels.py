@@ -54,6 +54,23 @@ def test_gemm_plans_ragged_chunks_and_k_blocks():
     assert big.cols.grid == 32 and big.lx_estimate <= 3 * LX_BYTES // 4
 
 
+def test_gemm_plans_deal_columns_evenly_where_they_can():
+    """The busiest core's columns decide the node's latency: 12800 columns (granite-3.3-8b's
+    MLP) are 32 chunks of 400, not 40 of 320 (8 cores with twice the work), and no candidate
+    chunk leaves a busier core than the one chosen."""
+    plan = plan_gemm(1, 4096, 12800, weights=2, epilogue="silu_mul")
+    assert (plan.cols.size, plan.cols.full, plan.cols.tail, plan.cols.grid) == (400, 32, 0, 32)
+    assert plan.lx_estimate <= 3 * LX_BYTES // 4
+    for m, k, n in [(1, 4096, 12800), (32, 4096, 12800), (32, 2048, 8192), (7, 576, 1536),
+                    (1, 4096, 1024), (32, 4096, 14336), (1, 3584, 18944), (32, 2048, 11008)]:
+        cols = plan_gemm(m, k, n, weights=2, epilogue="silu_mul").cols
+        busiest = -(-cols.full // cols.grid) * cols.size + cols.tail
+        assert cols.full * cols.size + cols.tail == n
+        assert busiest <= -(-n // 32 // 64) * 64 + 64, (m, k, n, cols)
+        if n % 32 == 0 and (n // 32) % 16 == 0:
+            assert busiest == n // 32, (m, k, n, cols)
+
+
 def test_gemm_residual_epilogue():
     m, k, n = 3, 96, 130
     x, w, r = f16(rng, m, k), f16(rng, n, k, scale=0.1), f16(rng, m, n)

@@ -43,6 +43,12 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     assert figures["compile_s"] >= figures["parse_s"] > 0
     assert figures["peak_rss_bytes"] >= figures["emulator_peak_rss_bytes"] > 0
     assert figures["logits_finite"] is True
+    # the emulated logits against the native f32 model's: the tiny model's pass agrees closely
+    agree = figures["agreement"]
+    assert agree["rows"] == 1 and agree["top1"] == 1
+    assert agree["cosine"] > 0.9999 and 0 <= agree["max_rel"] < 2**-6
+    assert "agreement      top-1 1/1" in done.stdout
+    assert figures["native_loaded_rss_anon_gib"] >= 0 and figures["native_loaded_rss_file_gib"] >= 0
     assert (figures["mode"], figures["tokens"], figures["nodes"]) == ("decode", 1, 24)
     from ktir_models.ktir.backends import seqmm
 

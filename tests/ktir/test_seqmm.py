@@ -565,3 +565,24 @@ def test_build_goes_to_the_cache_and_is_reused(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         seqmm._reset()
+
+
+@needs_native
+@pytest.mark.parametrize("M", [16, 32, 48])
+def test_kernel_many_rows_every_part_and_acc_dtype(path, M):
+    """Prefill rows over b = [N, K] (the GEMMs of our emitted prefill programs: f32 partials
+    into an f32 accumulator that is given, all of K in one trip) run the m-vector layout on the
+    FP16 path for every (part, acc) pair, not only f16 chains; each must match the definition."""
+    rng = np.random.default_rng(11)
+    for (trips, kb), part, accd, with_acc, kind in itertools.product(
+            [(1, 100), (3, 32), (5, 7), (2, 72)], (F16, F32), (F16, F32), (False, True),
+            ("normal", "special")):
+        a, b = operands(rng, 2, M, 45, trips, kb, True, kind)
+        acc = accumulator(rng, 2, M, 45, accd, kind) if with_acc else None
+        for threads in (1, 2):
+            check(a, b, acc, threads=threads, trips=trips, kb=kb, transpose_b=True,
+                  part_dtype=part, acc_dtype=accd)
+    # one A shared by every core (stride 0), as a batched grid passes it
+    a, b = operands(rng, 3, M, 70, 1, 160, True)
+    acc = accumulator(rng, 3, M, 70, F32)
+    check(a[:1], b, acc, trips=1, kb=160, transpose_b=True, part_dtype=F32, acc_dtype=F32)

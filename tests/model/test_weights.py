@@ -65,6 +65,19 @@ def test_f32_checkpoint_is_rounded_once_to_f16(tmp_path):
     assert ckpt.tensor_shape(q) == (64, 64)
 
 
+def test_f16_tensors_land_in_numpy_owned_memory(tmp_path):
+    """An f16 tensor is read into an array numpy allocated (numpy asks for huge pages from 4 MB
+    on; the reader's own buffer has 4 KB pages, and a large model's weights stream every pass),
+    writable, and bit for bit the stored values."""
+    cfg = tiny_config()
+    tensors = _numpy_checkpoint(tmp_path, cfg, dtype=np.float16)
+    ckpt = load_local(tmp_path, cfg)
+    for name in ("model.embed_tokens.weight", "model.layers.0.mlp.down_proj.weight"):
+        got = ckpt.read_f16(name)
+        assert got.flags.owndata and got.flags.writeable and got.flags.c_contiguous
+        np.testing.assert_array_equal(got.view(np.uint16), tensors[name].view(np.uint16))
+
+
 def test_tied_lm_head_falls_back_to_the_embedding(tmp_path):
     cfg = tiny_config()
     tensors = _numpy_checkpoint(tmp_path, cfg)

@@ -38,7 +38,10 @@
  * chained sum is one f16 add and r stays in registers across a slab's trips (tile512h; see the
  * proof there that the bits are the same), and nt with 16+ rows (stacked cores, prefill rows) runs
  * the m-vector layout (slab_mvec): a transposed once, weight rows widened without panels, vectors
- * over m. Measured on the 2-core dev VM, [32 x 576] @ [16384 x 576]^T at 144 x 4, 2 threads:
+ * over m. The same layout serves every other (part, acc) pair there (tile_mvec32: the prefill
+ * GEMMs of our emitted programs, f32 sums of all of K into a given f32 accumulator; at
+ * [32 x 4096] @ [4096 x 4096]^T split over 32 cores, 2 threads: ~78 -> ~85-107 GMAC/s on the
+ * dev VM, whose speed swings by a third from run to run). Measured on the 2-core dev VM, [32 x 576] @ [16384 x 576]^T at 144 x 4, 2 threads:
  * ~8.5 -> ~4.4 ms (36 -> 69 GMAC/s; the prefill GEMMs at kb 64-128 gain 10-20%).
  *
  * Four paths with the same semantics, selected at run time by a CPU check and compiled through
@@ -124,7 +127,7 @@
 #define NC_MVEC 64     /* columns per item in the m-vector layout (see slab_mvec) */
 #endif
 #ifndef MVEC_MIN_ROWS
-#define MVEC_MIN_ROWS 16  /* rows from which nt with f16 part and acc uses the m-vector layout (FP16) */
+#define MVEC_MIN_ROWS 16  /* rows from which nt uses the m-vector layout (FP16 CPUs) */
 #endif
 /* the micro-kernel's accumulators must live in registers: fully unroll its small fixed loops */
 #if defined(__clang__)
@@ -186,8 +189,8 @@ typedef struct {
     ptrdiff_t C, M, N, K, trips, kb;
     int nt, part16, acc16, acc_given, simd;  /* simd: 0 portable, 1 AVX2, 2 AVX-512 */
     int fp16;                                /* AVX-512 with AVX512-FP16: f16 chains close natively */
-    int mvec;                                /* nt, f16 part and acc, many rows: the m-vector layout
-                                                (see slab_mvec); then mp = M rounded up to 16 */
+    int mvec;                                /* nt, many rows, FP16 CPU: the m-vector layout (see
+                                                slab_mvec); then mp = M rounded up to 16 */
     ptrdiff_t mp;
     ptrdiff_t nc, ncp, chunks;               /* item width, padded width, items per c */
     ptrdiff_t items;                         /* C * chunks */
@@ -531,6 +534,16 @@ SIMD512_INLINE __m512 r16z(__m512 x) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+/* a trip's end for 16 outputs held in memory at rp: p = part(sum); r = p, or acc(f32(r) + f32(p)) */
+SIMD512_INLINE void close16(float *rp, __m512 sum, int have_r, int part16, int acc16) {
+    __m512 p = part16 ? r16z(sum) : sum;
+    if (have_r) {
+        __m512 x = _mm512_add_ps(_mm512_loadu_ps(rp), p);
+        p = acc16 ? r16z(x) : x;
+    }
+    _mm512_storeu_ps(rp, p);
+}
+
 /* The nt slab on this path is a row of panels: panel q holds the item's columns [16q, 16q + 16)
    as 32 rows of 16 f16 (one 32-byte row per k, 1 KB), its k's in the order PANEL_POS, which is
    the order the transpose below produces them in. The micro-kernel widens one 32-byte row per
@@ -637,13 +650,7 @@ SIMD512_INLINE void tile512(const int MR, const int NV, const int W, const float
             int have_r = acc_given || t > 0;
             UNROLL for (int i = 0; i < MR; i++)
                 UNROLL for (int v = 0; v < NV; v++) {
-                    float *rp = r + i * ncp + 16 * v;
-                    __m512 p = part16 ? r16z(acc[i][v]) : acc[i][v];
-                    if (have_r) {
-                        __m512 x = _mm512_add_ps(_mm512_loadu_ps(rp), p);
-                        p = acc16 ? r16z(x) : x;
-                    }
-                    _mm512_storeu_ps(rp, p);
+                    close16(r + i * ncp + 16 * v, acc[i][v], have_r, part16, acc16);
                     acc[i][v] = _mm512_setzero_ps();
                 }
             in_trip = 0;
@@ -847,6 +854,12 @@ SIMD512H_INLINE void transpose16x16_epi16(__m256i x[16]) {
 /* r[n][m] = f32(acc[c, m, n0 + n]) from the given f16 acc (out holds it), 16 x 16 blocks at a time */
 SIMD512H_FN static void load_r_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
     const ptrdiff_t mp = j->mp, M = j->M, N = j->N;
+    if (!j->acc16) {   /* f32: M * nb values, next to M * nb * K multiply-adds */
+        const float *acc32 = (const float *)j->out + c * M * N + n0;
+        for (ptrdiff_t n = 0; n < nb; n++)
+            for (ptrdiff_t m = 0; m < M; m++) w->r[n * mp + m] = acc32[m * N + n];
+        return;
+    }
     const uint16_t *acc = (const uint16_t *)j->out + c * M * N + n0;
     ptrdiff_t n = 0;
     for (; n + 16 <= nb; n += 16)
@@ -864,6 +877,12 @@ SIMD512H_FN static void load_r_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, p
 /* out[c, m, n0 + n] = f16(r[n][m]) (exact: r holds f16 values), 16 x 16 blocks at a time */
 SIMD512H_FN static void store_out_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
     const ptrdiff_t mp = j->mp, M = j->M, N = j->N;
+    if (!j->acc16) {
+        float *out32 = (float *)j->out + c * M * N + n0;
+        for (ptrdiff_t m = 0; m < M; m++)
+            for (ptrdiff_t n = 0; n < nb; n++) out32[m * N + n] = w->r[n * mp + m];
+        return;
+    }
     uint16_t *out = (uint16_t *)j->out + c * M * N + n0;
     ptrdiff_t n = 0;
     for (; n + 16 <= nb; n += 16)
@@ -988,6 +1007,69 @@ SIMD512H_INLINE void tile_mvec(const int MV, const int NN, const int KBC, const 
             UNROLL for (int v = 0; v < MV; v++) _mm512_storeu_ps(s + q * mp + 16 * v, acc[q][v]);
 }
 
+/* tile_mvec for every other (part, acc) pair (f32 partials or accumulators; the GEMMs of our
+   emitted programs sum all of K into an f32 accumulator, kb = K): the same per-element sequence,
+   closed as tile512 closes (p = part(s); r = p, or acc(f32(r) + f32(p))), with r in memory, where
+   it is touched once per trip. Nothing else lives in registers, so a tile is 16*MV rows x NN32
+   columns of accumulators (2 x 8: 16 of the 32 registers, enough independent chains to hide the
+   FMA latency on both ports); each k is MV row loads, NN32 broadcast weights and MV*NN32 FMAs. */
+#ifndef NN32
+#define NN32 8
+#endif
+
+SIMD512H_INLINE void tile_mvec32(const int MV, const int NN, const float *at, ptrdiff_t mp, const float *b32,
+                                 float *s, float *r, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t kb, int acc_given,
+                                 int part16, int acc16) {
+    __m512 acc[NN32][2];
+    ptrdiff_t in_trip = k0 % kb, t = k0 / kb;
+    UNROLL for (int q = 0; q < NN; q++)
+        UNROLL for (int v = 0; v < MV; v++)
+            acc[q][v] = in_trip ? _mm512_loadu_ps(s + q * mp + 16 * v) : _mm512_setzero_ps();
+    for (ptrdiff_t kk = 0; kk < ks;) {
+        ptrdiff_t end = kk + (kb - in_trip < ks - kk ? kb - in_trip : ks - kk);
+        in_trip += end - kk;
+        for (; kk < end; kk++) {
+            const float *atk = at + kk * mp;
+            __m512 av[2];
+            UNROLL for (int v = 0; v < MV; v++) av[v] = _mm512_loadu_ps(atk + 16 * v);
+            UNROLL for (int q = 0; q < NN; q++) {
+                __m512 bv = _mm512_set1_ps(b32[q * KS512 + kk]);
+                UNROLL for (int v = 0; v < MV; v++) acc[q][v] = _mm512_fmadd_ps(av[v], bv, acc[q][v]);
+            }
+        }
+        if (in_trip == kb) {
+            int have_r = acc_given || t > 0;
+            UNROLL for (int q = 0; q < NN; q++)
+                UNROLL for (int v = 0; v < MV; v++) {
+                    close16(r + q * mp + 16 * v, acc[q][v], have_r, part16, acc16);
+                    acc[q][v] = _mm512_setzero_ps();
+                }
+            in_trip = 0;
+            t++;
+        }
+    }
+    if (in_trip)
+        UNROLL for (int q = 0; q < NN; q++)
+            UNROLL for (int v = 0; v < MV; v++) _mm512_storeu_ps(s + q * mp + 16 * v, acc[q][v]);
+}
+
+#define MVEC32_COLS(MV)                                                                           \
+    do {                                                                                          \
+        ptrdiff_t n = 0;                                                                          \
+        for (; n + NN32 <= nb; n += NN32)                                                         \
+            tile_mvec32(MV, NN32, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); \
+        switch (nb - n) {                                                                         \
+        case 7: tile_mvec32(MV, 7, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        case 6: tile_mvec32(MV, 6, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        case 5: tile_mvec32(MV, 5, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        case 4: tile_mvec32(MV, 4, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        case 3: tile_mvec32(MV, 3, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        case 2: tile_mvec32(MV, 2, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        case 1: tile_mvec32(MV, 1, atk, mp, w->slab + n * KS512, s + n * mp, r + n * mp, k0, ks, kb, ag, p16, a16); break; \
+        default: break;                                                                           \
+        }                                                                                         \
+    } while (0)
+
 /* the columns [0, nb) of one slab for the rows m0 .. m0 + 16*MV, in tiles of NNT columns and a tail */
 #define MVEC_COLS(MV, KBC)                                                                        \
     do {                                                                                          \
@@ -1011,6 +1093,16 @@ SIMD512H_FN static void slab_mvec(const job_t *j, scratch_t *w, const uint16_t *
     const int ag = j->acc_given;
     prefetch_slab512(j, bc, k0, n0, nb);
     widen_mvec(j, w, bc, k0, ks, n0, nb);
+    if (!(j->part16 && j->acc16)) {
+        const int p16 = j->part16, a16 = j->acc16;
+        for (ptrdiff_t m0 = 0; m0 < mp; m0 += 32) {
+            const float *atk = w->at + k0 * mp + m0;
+            float *s = w->s + m0, *r = w->r + m0;
+            if (mp - m0 >= 32) MVEC32_COLS(2);
+            else MVEC32_COLS(1);
+        }
+        return;
+    }
     int kbc = kb == 1 || kb == 2 || kb == 4 || kb == 8 ? (int)kb : 0;
     for (ptrdiff_t m0 = 0; m0 < mp; m0 += 32) {
         const float *atk = w->at + k0 * mp + m0;
@@ -1029,6 +1121,7 @@ SIMD512H_FN static void slab_mvec(const job_t *j, scratch_t *w, const uint16_t *
     }
 }
 #undef MVEC_COLS
+#undef MVEC32_COLS
 #endif
 
 /* one slab (k0 .. k0+ks, ks <= 32) of one item for all rows m */
@@ -1440,7 +1533,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.mp = (M + 15) / 16 * 16;
     /* the m-vector layout computes mp rows: where the padding is over 1/8 of them the n-vector
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */
-    j.mvec = j.fp16 && nt && part16 && acc16 && M >= MVEC_MIN_ROWS && (j.mp - M) * 8 <= j.mp;
+    j.mvec = j.fp16 && nt && M >= MVEC_MIN_ROWS && (j.mp - M) * 8 <= j.mp;
     /* columns per item: at most nc_max; with one c, enough items that the threads share evenly */
     ptrdiff_t nc_max = nt ? NC_NT : NC_NN;
     /* AVX-512 nt: 128 columns (8 accumulators per row) where the item's weight rows spread over
