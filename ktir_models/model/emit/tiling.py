@@ -79,18 +79,20 @@ def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
     """Choose the column chunk and the K block (the largest divisor of K that fits ``budget``).
 
     Chunks are multiples of 64 up to ``n / 32`` rounded up, the even share ``n / 32`` itself
-    where it is a multiple of 16 (12800 -> 400 columns a core), or all of a narrow ``n``. The
-    choice minimises first the busiest core's columns (core 0, which also takes a ragged tail
-    chunk: the node's latency is that core's), then its K-loop trips (fewer, larger DMA tiles
-    and matmuls); ties go to the larger chunk. Counting trips alone once dealt 12800 columns as
+    where it is a multiple of 8 (12800 -> 400 columns a core, 11008 -> 344; chunk edges then fall
+    inside 128-byte sticks, as the 8-column tiles of the real emitter's programs do), or all of
+    a narrow ``n``. Among the choices whose busiest core (core 0, which also takes a ragged
+    tail chunk: the node's latency is that core's) has at most 10% more columns than the least
+    loaded choice's, the one with the fewest K-loop trips on that core wins (fewer, larger DMA
+    tiles and matmuls); ties go to the larger chunk. Counting trips alone once dealt 12800 columns as
     40 chunks of 320 over 32 cores, so that 8 cores did twice the others' work."""
     rows = tuple(row_blocks(m))
     mb = max(size for _, size in rows)
     target = -(-n // MAX_CORES)
     top = min(n, max(64, -(-target // 64) * 64))
-    even = {target} if n % MAX_CORES == 0 and target % 16 == 0 and target < top else set()
+    even = {target} if n % MAX_CORES == 0 and target % 8 == 0 and target < top else set()
     candidates = sorted({top, *range(64, top, 64)} | even | ({n} if n < 64 else set()), reverse=True)
-    best = None
+    options = []
     for nb in candidates:
         fitting = [d for d in divisors(k) if gemm_lx(mb, nb, d, weights, epilogue, scalars) <= budget]
         if not fitting:
@@ -99,11 +101,14 @@ def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
         full, tail = divmod(n, nb)
         grid = min(MAX_CORES, full + (1 if tail else 0))
         busiest = -(-full // grid)
-        cost = (busiest * nb + tail, busiest * (k // kb) + (k // kb if tail else 0))
-        if best is None or cost < best[0]:
-            best = (cost, nb, kb, full, tail, grid)
-    if best is None:
+        work = busiest * nb + tail
+        trips = busiest * (k // kb) + (k // kb if tail else 0)
+        options.append((work, trips, nb, kb, full, tail, grid))
+    if not options:
         raise UserError(f"GEMM [{m}x{k}] x [{k}x{n}] does not fit LX in any column chunk")
+    least = min(o[0] for o in options)
+    near = [o for o in options if o[0] * 10 <= least * 11]
+    best = min(near, key=lambda o: (o[1], -o[2]))[1:]
     _, nb, kb, full, tail, grid = best
     return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights, epilogue, scalars))
 
