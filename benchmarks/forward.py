@@ -73,6 +73,16 @@ def resolve_program(spec, program: str | None, mode: str | None, tokens: int | N
     return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
 
 
+def add_program_arguments(parser) -> None:
+    """MODEL and the arguments that choose its program and weights (shared by the benchmarks)."""
+    parser.add_argument("model", help="registry name, e.g. smollm2-135m or llama-3.2-1b")
+    parser.add_argument("--program", help="fixture dir (manifest.json + node*.mlir); default: our emitted program")
+    parser.add_argument("--mode", choices=("decode", "prefill"), help="emitted program: decode or prefill")
+    parser.add_argument("--tokens", type=int, help="emitted program: tokens per pass m")
+    parser.add_argument("--past", type=int, default=0, help="emitted program: tokens already in the KV cache")
+    parser.add_argument("--weights", default="synthetic", help="synthetic (default), hub, or a checkpoint dir")
+
+
 def time_passes(fn, repeat: int, warmup: int = 1, warm: list | None = None) -> list[float]:
     """``repeat`` timed calls of ``fn`` after ``warmup`` untimed ones (their seconds go to
     ``warm``): the first pass fills caches (f32 weight copies, torch kernels), the second builds
@@ -177,12 +187,7 @@ def resident_gib() -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="registry name, e.g. smollm2-135m or llama-3.2-1b")
-    parser.add_argument("--program", help="fixture dir (manifest.json + node*.mlir); default: our emitted program")
-    parser.add_argument("--mode", choices=("decode", "prefill"), help="emitted program: decode or prefill")
-    parser.add_argument("--tokens", type=int, help="emitted program: tokens per pass m")
-    parser.add_argument("--past", type=int, default=0, help="emitted program: tokens already in the KV cache")
-    parser.add_argument("--weights", default="synthetic", help="synthetic (default), hub, or a checkpoint dir")
+    add_program_arguments(parser)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=5, help="timed passes per side (median; >= 5)")
     parser.add_argument("--warmup", type=int, default=3,

@@ -63,3 +63,35 @@ def test_forward_benchmark_rejects_fewer_than_five_passes():
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "at least 5" in done.stderr
+
+
+def test_node_kinds_profile_on_tiny_model():
+    """benchmarks/node_kinds.py sums a pass by node kind (the manifest's own counts) and lists
+    the native kernel's calls; the per-kind times add up to no more than the passes."""
+    from ktir_models.ktir.backends import seqmm
+
+    model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
+    program = REPO_ROOT / "fixtures" / "tiny-mha-decode"
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "node_kinds.py"), str(model),
+               "--program", str(program), "--weights", str(model), "--passes", "2"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    nodes = json.loads((program / "manifest.json").read_text())["nodes"]
+    lines = done.stdout.splitlines()
+    kinds = {line.split()[1]: line for line in lines if line.startswith("kind")}
+    for kind in {n["kind"] for n in nodes}:
+        count = sum(n["kind"] == kind for n in nodes)
+        assert kind in kinds and f"({count} nodes)" in kinds[kind]
+    passes_line = next(line for line in lines if line.startswith("passes"))
+    passes = [float(word.rstrip(",")) for word in passes_line.split()[1:3]]  # "passes   2.3, 2.2 ms"
+    per_kind = sum(float(line.split()[2]) for line in kinds.values())
+    assert 0 < per_kind <= max(passes) * 1.01
+    kernel = [line for line in lines if line.startswith("kernel")]
+    assert kernel and (("calls a pass" in kernel[0]) == seqmm.available())
+
+
+def test_node_kinds_bad_model_is_one_line():
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "node_kinds.py"), "no-such-model-xyz"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and done.stderr.strip().count("\n") == 0
