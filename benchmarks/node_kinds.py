@@ -27,8 +27,9 @@ from forward import add_program_arguments, resolve_program  # noqa: E402  (share
 
 
 def count_kernel_calls(seqmm) -> tuple[collections.Counter, collections.Counter, list[bool]]:
-    """Wrap ``seqmm.kloop`` (the builders look it up at run time) to count calls by shapes while
-    the returned flag is on: (calls, seconds, [on])."""
+    """Wrap ``seqmm.kloop`` to count calls by shapes while the returned flag is on: (calls,
+    seconds, [on]). The builders import it when they compile a plan, so this must run before
+    ``Runner.load``."""
     calls: collections.Counter = collections.Counter()
     seconds: collections.Counter = collections.Counter()
     on = [False]

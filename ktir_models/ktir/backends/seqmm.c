@@ -38,11 +38,11 @@
  * chained sum is one f16 add and r stays in registers across a slab's trips (tile512h; see the
  * proof there that the bits are the same), and nt with 16+ rows (stacked cores, prefill rows) runs
  * the m-vector layout (slab_mvec): a transposed once, weight rows widened without panels, vectors
- * over m. The same layout serves every other (part, acc) pair there (tile_mvec32: the prefill
- * GEMMs of our emitted programs, f32 sums of all of K into a given f32 accumulator; at
- * [32 x 4096] @ [4096 x 4096]^T split over 32 cores, 2 threads: ~78 -> ~85-107 GMAC/s on the
- * dev VM, whose speed swings by a third from run to run). Measured on the 2-core dev VM, [32 x 576] @ [16384 x 576]^T at 144 x 4, 2 threads:
- * ~8.5 -> ~4.4 ms (36 -> 69 GMAC/s; the prefill GEMMs at kb 64-128 gain 10-20%).
+ * over m. Measured on the 2-core dev VM, [32 x 576] @ [16384 x 576]^T at 144 x 4, 2 threads:
+ * ~8.5 -> ~4.4 ms (36 -> 69 GMAC/s; the prefill GEMMs at kb 64-128 gain 10-20%). The same layout
+ * serves every other (part, acc) pair there (tile_mvec32: the prefill GEMMs of our emitted
+ * programs, f32 sums of all of K into a given f32 accumulator; [32 x 4096] @ [4096 x 4096]^T over
+ * 32 cores, 2 threads: ~78 -> ~85-107 GMAC/s, the VM's speed swinging by a third between runs).
  *
  * Four paths with the same semantics, selected at run time by a CPU check and compiled through
  * function target attributes (no -m flags): AVX-512 F+BW+VL (with FMA, F16C) with and without

@@ -108,8 +108,7 @@ def plan_gemm(m: int, k: int, n: int, weights: int = 1, epilogue: str = "none",
         raise UserError(f"GEMM [{m}x{k}] x [{k}x{n}] does not fit LX in any column chunk")
     least = min(o[0] for o in options)
     near = [o for o in options if o[0] * 10 <= least * 11]
-    best = min(near, key=lambda o: (o[1], -o[2]))[1:]
-    _, nb, kb, full, tail, grid = best
+    _, _, nb, kb, full, tail, grid = min(near, key=lambda o: (o[1], -o[2]))  # trips, then wider
     return GemmPlan(rows, ColumnChunks(nb, full, tail, grid), kb, gemm_lx(mb, nb, kb, weights, epilogue, scalars))
 
 
