@@ -7,13 +7,14 @@ Public API (docs/architecture.md)::
     machine = ktir.Machine()
     plan = machine.compile(fn)
     stats = plan.run({"arg": address, ...})
+    cost = ktir.estimate_latency(fn, {"K": 2048}, trace=True)   # the latency model, per call
 """
 
-from .api import bulk_load, load_module, parse_text, verify
+from .api import bulk_load, estimate_latency, load_module, parse_text, verify
 from .errors import Diagnostic, EmulationFault, KtirError, Location
 from .execute import RunStats
 from .ir import Function, Module
 from .machine import Buffer, Machine
 
-__all__ = ["bulk_load", "load_module", "parse_text", "verify", "Diagnostic", "EmulationFault", "KtirError",
-           "Location", "Function", "Module", "Buffer", "Machine", "RunStats"]
+__all__ = ["bulk_load", "estimate_latency", "load_module", "parse_text", "verify", "Diagnostic",
+           "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer", "Machine", "RunStats"]

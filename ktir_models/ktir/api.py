@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import parser as _parser
 from . import verify as _verify
-from .ir import Module
+from .ir import Function, Module
 
 
 def parse_text(text: str, filename: str = "<string>") -> Module:
@@ -29,6 +29,19 @@ def load_module(path: str | Path, *, reshaping_reduce: bool = False) -> Module:
     module = _parser.parse_file(path)
     _verify.verify(module, reshaping_reduce=reshaping_reduce)
     return module
+
+
+def estimate_latency(fn: Function, args: dict | None = None, params=None, trace: bool = False):
+    """The latency model's figures for one call of ``fn`` (docs/latency.md): a
+    :class:`~.latency.NodeLatency` with every core's costs in ``cores``.
+
+    ``args``: the call's arguments by name (integer scalars bound loops and dynamic sizes;
+    pointers and floats are not needed). ``params``: a :class:`~.latency.HardwareParams`
+    (default: the reference machine). ``trace``: one event per executed op in each core's
+    ``events``."""
+    from .latency import function_latency
+
+    return function_latency(fn, params, args=args, trace=trace)
 
 
 @contextlib.contextmanager

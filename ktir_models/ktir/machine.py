@@ -144,10 +144,18 @@ class Buffer:
 
 
 class HBM:
-    """Shared off-chip memory: sorted, non-overlapping regions in a virtual byte space."""
+    """Shared off-chip memory: sorted, non-overlapping regions in a virtual byte space.
 
-    def __init__(self, machine: "Machine"):
+    ``lenient`` (``Machine(hbm="lenient")``): the reference interpreter's memory model, for
+    harnesses that place data at fixed addresses. :meth:`write_bytes` may cover any bytes
+    (existing regions are patched in place, the bytes between them get new zero-filled
+    regions), and a kernel's store to bytes no region covers maps zero-filled regions there
+    (:meth:`map_uncovered`) instead of faulting. Reads of unmapped bytes fault in both modes.
+    Regions stay disjoint either way; every region the lenient mode makes spans whole sticks."""
+
+    def __init__(self, machine: "Machine", lenient: bool = False):
         self.machine = machine
+        self.lenient = bool(lenient)
         self.regions: list[Region] = []
         self._starts: list[int] = []
         self._next = 0
@@ -219,6 +227,90 @@ class HBM:
         del self._starts[k]
         self.generation += 1
 
+    def gaps(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The sub-ranges of bytes ``start..end`` that no region covers, widened to whole sticks
+        but never into a region."""
+        out = []
+        pos = start
+        k = max(0, bisect.bisect_right(self._starts, start) - 1)
+        while pos < end:
+            r = self.regions[k] if k < len(self.regions) else None
+            if r is not None and r.end <= pos:
+                k += 1
+                continue
+            if r is not None and r.start <= pos:
+                pos = r.end
+                k += 1
+                continue
+            stop = min(end, r.start) if r is not None else end
+            prev_end = self.regions[k - 1].end if k > 0 else 0
+            lo = max(pos // STICK_BYTES * STICK_BYTES, prev_end)
+            hi = -(-stop // STICK_BYTES) * STICK_BYTES
+            if r is not None:
+                hi = min(hi, r.start)
+            out.append((lo, hi))
+            pos = stop
+        return out
+
+    def map_uncovered(self, start: int, end: int) -> None:
+        """Lenient mode: back every uncovered byte of ``start..end`` with a zero-filled region."""
+        if not self.lenient:
+            raise UserError("only a lenient HBM (Machine(hbm='lenient')) maps memory on store")
+        for lo, hi in self.gaps(start, end):
+            if lo % STICK_BYTES:  # regions start on sticks: the one before ends mid-stick
+                raise UserError(f"HBM bytes {lo}..{hi} cannot be mapped: the region before "
+                                "them ends inside a stick")
+            self._insert(Region(lo, np.zeros(hi - lo, np.uint8), f"mapped@{lo}", True))
+            self._next = max(self._next, hi)
+
+    def write_bytes(self, byte_address: int, raw: np.ndarray) -> None:
+        """Lenient mode: copy ``raw`` (uint8) to ``byte_address``, mapping uncovered bytes."""
+        start = int(byte_address)
+        end = start + int(raw.shape[0])
+        if start < 0:
+            raise UserError(f"HBM byte address {start} is negative")
+        self.map_uncovered(start, end)
+        for r in self.covering(start, end):
+            lo, hi = max(start, r.start), min(end, r.end)
+            self.machine.backend.release(r)
+            r.data[lo - r.start:hi - r.start] = raw[lo - start:hi - start]
+            if r.mask is not None:
+                r.mask[lo - r.start:hi - r.start] = True
+            r.version += 1
+            self.machine.backend.push(r)
+
+    def read_bytes(self, byte_address: int, nbytes: int) -> np.ndarray:
+        """A copy of ``nbytes`` bytes at ``byte_address``; any byte no region covers (or, in a
+        region allocated without data, never written) is a :class:`UserError`."""
+        start, end = int(byte_address), int(byte_address) + int(nbytes)
+        if self.gaps(start, end):
+            lo, _ = self.gaps(start, end)[0]
+            raise UserError(f"read of HBM bytes {start}..{end}: byte {max(lo, start)} is in no "
+                            "region")
+        out = np.empty(end - start, np.uint8)
+        for r in self.covering(start, end):
+            lo, hi = max(start, r.start), min(end, r.end)
+            self.machine.backend.pull(r)
+            out[lo - start:hi - start] = r.data[lo - r.start:hi - r.start]
+        return out
+
+    def covering(self, start: int, end: int) -> list[Region]:
+        """The regions that hold some byte of ``start..end``, in address order."""
+        k = max(0, bisect.bisect_right(self._starts, start) - 1)
+        out = []
+        while k < len(self.regions) and self.regions[k].start < end:
+            if self.regions[k].end > start:
+                out.append(self.regions[k])
+            k += 1
+        return out
+
+    def clear(self) -> None:
+        """Drop every region (allocation restarts at byte 0)."""
+        self.regions.clear()
+        self._starts.clear()
+        self._next = 0
+        self.generation += 1
+
 
 class LXMemory:
     """One core's LX scratchpad: ``capacity`` bytes addressed from 0 (``data`` is the uint8 array)."""
@@ -286,6 +378,10 @@ class Machine:
     ``tapes``: a plan run repeatedly with the same arguments records its data steps once and then
     replays them without recomputing addresses (:mod:`.tape`; same bytes); ``False`` turns it off.
 
+    ``hbm``: ``"strict"`` (default: every byte a kernel touches must lie in an allocated
+    region) or ``"lenient"`` (the reference interpreter's model, for harnesses that place data at
+    fixed addresses: see :class:`HBM`).
+
     ``lx_model``: how LX bytes are counted (:mod:`.lx_liveness`): ``"allocator"`` (default; values
     live from definition to last use, elementwise results in place of dying operands) or
     ``"strict"`` (the earlier conservative count, an opt-in check).
@@ -295,8 +391,11 @@ class Machine:
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
                  backend="numpy", device: str = "auto", grid_batching: bool = True,
                  native_matmul: bool | None = None, tapes: bool = True,
-                 lx_model: str = "allocator"):
+                 lx_model: str = "allocator", hbm: str = "strict"):
         from .lx_liveness import MODELS
+
+        if hbm not in ("strict", "lenient"):
+            raise UserError(f"hbm must be 'strict' or 'lenient', got {hbm!r}")
 
         if lx_model not in MODELS:
             raise UserError(f"lx_model must be one of {', '.join(MODELS)}, got {lx_model!r}")
@@ -332,7 +431,7 @@ class Machine:
         self.address_unit = address_unit
         self.lx_capacity = int(lx_capacity)
         self.num_cores = int(num_cores)
-        self.hbm = HBM(self)
+        self.hbm = HBM(self, lenient=hbm == "lenient")
         self._lx: dict[int, LXMemory] = {}
         self._plans: dict[int, object] = {}
         # f32 copies of read-only HBM tiles that feed matmuls: key -> (version, array). The
@@ -365,6 +464,15 @@ class Machine:
             mem = LXMemory(core, self.lx_capacity)
             self._lx[core] = mem
         return mem
+
+    def reset_memory(self) -> None:
+        """Empty HBM and zero every LX (compiled plans are kept: they hold no data)."""
+        self.hbm.clear()
+        self.f32_cache.clear()
+        self.f32_cache_used = 0
+        for mem in self._lx.values():
+            self.backend.release(mem)
+            mem.data.fill(0)
 
     def compile(self, fn):
         """Compile ``fn`` once into a plan (cached per Function object)."""

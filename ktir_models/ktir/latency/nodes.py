@@ -25,8 +25,14 @@ def _lx_peak(fn: Function, params: HardwareParams) -> int:
 
 
 def function_latency(fn: Function, params: HardwareParams | None = None, label: str | None = None,
-                     top: int = 8) -> NodeLatency:
-    """The latency of one kernel on its grid (every core walked; identical cores walked once)."""
+                     top: int = 8, args: dict | None = None, trace: bool = False) -> NodeLatency:
+    """The latency of one kernel on its grid (every core walked; identical cores walked once).
+
+    ``args``: the call's arguments by name; its integer scalars (loop bounds, dynamic sizes)
+    are evaluated, so a loop bounded by an argument counts its real trips (without them such a
+    loop counts one trip, with a note). ``trace``: every core's ``events`` lists one
+    :class:`~.records.TraceEvent` per executed op (loops walked trip by trip).
+    The result's ``cores`` holds every core's :class:`~.records.CoreCost`."""
     params = params or HardwareParams()
     notes: list[str] = []
     if fn.num_cores > params.num_cores:
@@ -35,11 +41,12 @@ def function_latency(fn: Function, params: HardwareParams | None = None, label: 
     cores: list[CoreCost] = []
     if uses_tile_id(fn):
         for c in range(fn.num_cores):
-            walker = CoreWalker(fn, c, core_coords(fn.grid, c), params, notes, stick_cache)
+            walker = CoreWalker(fn, c, core_coords(fn.grid, c), params, notes, stick_cache,
+                                args, trace)
             walker.block(fn.body.block, 1.0)
             cores.append(walker.cost)
     else:
-        walker = CoreWalker(fn, 0, (0, 0, 0), params, notes, stick_cache)
+        walker = CoreWalker(fn, 0, (0, 0, 0), params, notes, stick_cache, args, trace)
         walker.block(fn.body.block, 1.0)
         cores = [replace(walker.cost, core=c) for c in range(fn.num_cores)]
     crit = max(cores, key=lambda cc: cc.total(params.pipeline))
@@ -64,7 +71,8 @@ def function_latency(fn: Function, params: HardwareParams | None = None, label: 
         category_cycles=dict(crit.cycles), bottleneck=bottleneck if total > 0 else "none",
         dominant=dominant if total > 0 else "none", hbm_bytes=hbm, flops=flops,
         lx_bytes=sum(c.lx_bytes for c in cores), lx_peak_bytes=lx_peak, arithmetic_intensity=ai,
-        roofline_bound="memory" if ai < ridge else "compute", top_ops=top_ops, notes=notes)
+        roofline_bound="memory" if ai < ridge else "compute", top_ops=top_ops, notes=notes,
+        cores=cores)
 
 
 def model_latency(functions: Iterable[tuple[str, Function]],

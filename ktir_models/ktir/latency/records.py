@@ -29,8 +29,20 @@ class OpCost:
 
 
 @dataclass
+class TraceEvent(OpCost):
+    """One execution of an op on one core, in execution order: what that execution itself
+    charged (ops inside its regions have their own events); ``executions`` is 1 whenever the
+    walk is exact, as it is when tracing."""
+
+    @property
+    def category(self) -> str:
+        """The category with the most cycles ("zero" for an op that charged nothing)."""
+        return max(self.cycles, key=lambda c: self.cycles[c]) if self.cycles else "zero"
+
+
+@dataclass
 class CoreCost:
-    """Totals of one core of one node."""
+    """Totals of one core of one node; ``events`` is its per-op trace (None when not tracing)."""
 
     core: int
     cycles: dict[str, float] = field(default_factory=lambda: {c: 0.0 for c in CATEGORIES})
@@ -39,6 +51,11 @@ class CoreCost:
     lx_bytes: float = 0.0
     flops: float = 0.0
     ops: dict[int, OpCost] = field(default_factory=dict)  # id(op) -> cost
+    events: list[TraceEvent] | None = None
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_read_bytes + self.hbm_write_bytes
 
     @property
     def memory(self) -> float:
@@ -82,6 +99,7 @@ class NodeLatency:
     roofline_bound: str        # "memory" | "compute": which side of the ridge point
     top_ops: list[OpCost]
     notes: list[str]
+    cores: list[CoreCost] = field(default_factory=list)  # every core of the grid, in order
 
     def as_dict(self) -> dict:
         return {

@@ -30,7 +30,7 @@ import numpy as np
 from .. import registry
 from ..ir import Block, Function, Op, ScalarType, TensorType, Value
 from .params import EXACT_TRIP_LIMIT, HardwareParams
-from .records import CoreCost, OpCost
+from .records import CoreCost, OpCost, TraceEvent
 
 
 @dataclass(frozen=True)
@@ -100,23 +100,28 @@ class CoreWalker:
     """Walks a function for one core, accumulating :class:`CoreCost`."""
 
     def __init__(self, fn: Function, core: int, coords: tuple, params: HardwareParams,
-                 notes: list[str], stick_cache: dict):
+                 notes: list[str], stick_cache: dict, args: dict | None = None,
+                 trace: bool = False):
+        """``args``: the call's integer scalar arguments by name (loop bounds, dynamic sizes);
+        the others stay unknown. ``trace``: record one :class:`TraceEvent` per executed op in
+        ``cost.events``, walking every loop trip (no sampling past the trip limit)."""
         self.fn = fn
         self.params = params
-        self.cost = CoreCost(core)
+        self.cost = CoreCost(core, events=[] if trace else None)
         self.coords = coords
         self.notes = notes
         self.env: dict[Value, object] = {}
         self.hbm_bpc = params.hbm_bytes_per_cycle_per_core(fn.num_cores)
         self.stick_cache = stick_cache
         self.footprints: list | None = None  # (op, tile) of every store, when recording
-        self.trip_limit = EXACT_TRIP_LIMIT
+        self.trip_limit = math.inf if trace else EXACT_TRIP_LIMIT
         # arguments used as view offsets are pointers, modelled as stick-aligned bases (0);
-        # other scalar arguments (a decode position, say) are unknown until run time
+        # other integer arguments take the call's value when given, else stay unknown
         pointers = {v for op in fn.walk() if op.name == "ktdp.construct_memory_view"
                     for v in op.groups.get("offset", [])}
+        known = scalar_args(fn, args or {})
         for a in fn.args:
-            self.env[a] = 0 if a in pointers else None
+            self.env[a] = 0 if a in pointers else known.get(a)
 
     # -- bookkeeping
     def charge(self, op: Op, scale: float, category: str | None = None, cycles: float = 0.0,
@@ -145,6 +150,24 @@ class CoreWalker:
     def op(self, op: Op, scale: float) -> None:
         """Charge one op by its registered cost part: a handler is called, a category name runs
         that generic rule; an op kind without one is free, with a note."""
+        events = self.cost.events
+        if events is None:
+            self.dispatch(op, scale)
+            return
+        # the event goes in before the op's region bodies run, so events keep execution order
+        event = TraceEvent(op.name, str(op.loc), executions=scale)
+        events.append(event)
+        entry = self.cost.ops.get(id(op))
+        before = (dict(entry.cycles), entry.hbm_bytes, entry.flops) if entry else ({}, 0.0, 0.0)
+        self.dispatch(op, scale)
+        entry = self.cost.ops.get(id(op))
+        if entry is not None:
+            event.cycles = {c: v - before[0].get(c, 0.0) for c, v in entry.cycles.items()
+                            if v - before[0].get(c, 0.0) > 0}
+            event.hbm_bytes = entry.hbm_bytes - before[1]
+            event.flops = entry.flops - before[2]
+
+    def dispatch(self, op: Op, scale: float) -> None:
         name = op.name
         cost = registry.part("cost", name)
         if cost is None:
@@ -320,6 +343,20 @@ GENERIC_RULES = {
     "vector": lambda w, op, scale: w.elementwise(op, scale, "vector"),
     "transcendental": lambda w, op, scale: w.elementwise(op, scale, "transcendental"),
 }
+
+
+def scalar_args(fn: Function, args: dict) -> dict[Value, int]:
+    """The integer arguments of ``fn`` given in ``args`` (by name, with or without ``%``), as the
+    walker's evaluator sees them; float and non-integer values are left out (unknown)."""
+    by_name = {str(k).lstrip("%"): v for k, v in args.items()}
+    out: dict[Value, int] = {}
+    for a in fn.args:
+        v = by_name.get(a.name.lstrip("%"))
+        if isinstance(a.type, ScalarType) and not a.type.is_float and v is not None:
+            if isinstance(v, (bool, int, np.integer)) or (
+                    isinstance(v, (float, np.floating)) and float(v).is_integer()):
+                out[a] = int(v)
+    return out
 
 
 def uses_tile_id(fn: Function) -> bool:
