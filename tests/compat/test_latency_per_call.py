@@ -140,3 +140,23 @@ def test_a_user_built_report() -> None:
     with pytest.raises(NotImplementedError):
         ExecutionModel(bw_sharing="static")
     assert HardwareConfig().to_params().systolic_flops_per_cycle == 1024
+
+
+def test_every_example_kernel_is_costed(corpus_dir: Path) -> None:
+    """The walker runs on all 33 kernels; paged_attention (an i32 constant written in hex, a
+    loop bounded by its arguments) counts its 8 KV tiles when given the call's arguments."""
+    root = corpus_dir / "ktir-examples"
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".mlir", ".ktir"))
+    assert len(files) == 33
+    for path in files:
+        fn = ktir.load_module(path, reshaping_reduce=True).only_function
+        assert ktir.estimate_latency(fn).cycles >= 0, path
+    fn = ktir.load_module(root / "triton-ktir/paged_attention.mlir").only_function
+    args = dict(zip(fn.arg_names[5:], (0, 0, 8, 120, 0.088)))
+    node = ktir.estimate_latency(fn, args, trace=True)
+    assert not node.notes
+    static = ktir.estimate_latency(fn)
+    assert any("bounds unknown" in n for n in static.notes)
+    matmuls = [e for e in node.cores[0].events if e.op.startswith("linalg.matmul")]
+    static_matmuls = [o for o in static.cores[0].ops.values() if o.op.startswith("linalg.matmul")]
+    assert len(matmuls) == 8 * sum(o.executions for o in static_matmuls)

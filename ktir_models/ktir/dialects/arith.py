@@ -222,8 +222,7 @@ def cost_constant(w, op: Op, scale: float) -> None:
         c = op.attrs.get("value")
         vals = getattr(c, "values", None)
         if vals and op.result.type.name in ("index", "i64", "i32", "i16", "i8", "i1"):
-            v = vals[0]
-            w.env[op.result] = int(v) if not isinstance(v, bool) else int(v)
+            w.env[op.result] = int(literal_value(vals[0], op.result.type.name))
     w.free(op)
 
 
