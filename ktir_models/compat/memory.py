@@ -59,7 +59,8 @@ class HBMSimulator:
         """``n_elements`` elements of KTIR type ``dtype`` at ``addr``, as a new flat array."""
         dt = to_np_dtype(dtype)
         try:
-            raw = self._machine.hbm.read_bytes(self.byte_address(addr), int(n_elements) * dt.itemsize)
+            raw = self._machine.hbm.read_bytes(self.byte_address(addr),
+                                               int(n_elements) * dt.itemsize)
         except UserError as e:
             raise ValueError(str(e)) from e
         return raw.view(dt).copy()

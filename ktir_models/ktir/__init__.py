@@ -17,4 +17,5 @@ from .ir import Function, Module
 from .machine import Buffer, Machine
 
 __all__ = ["bulk_load", "estimate_latency", "load_module", "parse_text", "verify", "Diagnostic",
-           "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer", "Machine", "RunStats"]
+           "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer", "Machine",
+           "RunStats"]

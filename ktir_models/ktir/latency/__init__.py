@@ -1,8 +1,9 @@
 """A cycle-approximate roofline model of KTIR kernels: per op, per node (function), per model.
 
 The model is *static*: it walks a function's IR once per core of its grid with a tiny evaluator
-for index scalars (constants, tile ids, loop induction variables, integer arithmetic), so it needs
-no data and no emulator run. Costs (see docs/latency.md for the derivation of every number):
+for index scalars (constants, tile ids, loop induction variables, integer arithmetic, and the
+call's integer arguments when given), so it needs no data and no emulator run. Every core's costs
+are kept (``NodeLatency.cores``); with tracing, each core lists one event per executed op. Costs (see docs/latency.md for the derivation of every number):
 
 * ``hbm``        -- ``ktdp.load``/``ktdp.store`` on HBM: bytes counted in whole 128-byte sticks
   touched, at ``HBM bandwidth / active cores`` bytes per cycle. Kernel pointer arguments are
@@ -41,8 +42,8 @@ from .footprints import StoreFootprint, store_footprints
 from .nodes import function_latency, model_latency
 from .params import (CATEGORIES, COMPUTE_CATEGORIES, EXACT_TRIP_LIMIT, MEMORY_CATEGORIES,
                      STICK_BYTES, HardwareParams)
-from .records import CoreCost, ModelLatency, NodeLatency, OpCost
+from .records import CoreCost, ModelLatency, NodeLatency, OpCost, TraceEvent
 
 __all__ = ["CATEGORIES", "COMPUTE_CATEGORIES", "EXACT_TRIP_LIMIT", "MEMORY_CATEGORIES", "STICK_BYTES",
            "CoreCost", "HardwareParams", "ModelLatency", "NodeLatency", "OpCost", "StoreFootprint",
-           "function_latency", "model_latency", "store_footprints"]
+           "TraceEvent", "function_latency", "model_latency", "store_footprints"]
