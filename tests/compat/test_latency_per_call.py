@@ -160,3 +160,19 @@ def test_every_example_kernel_is_costed(corpus_dir: Path) -> None:
     matmuls = [e for e in node.cores[0].events if e.op.startswith("linalg.matmul")]
     static_matmuls = [o for o in static.cores[0].ops.values() if o.op.startswith("linalg.matmul")]
     assert len(matmuls) == 8 * sum(o.executions for o in static_matmuls)
+
+
+def test_a_program_of_calls_costs_each_with_its_arguments(matmul_fn) -> None:
+    """model_latency takes (label, fn, args) items: the same kernel at two K values."""
+    from ktir_models.ktir.latency import model_latency
+
+    model = model_latency([("k2048", matmul_fn, {"K": 2048, "BLOCK_SIZE_K": 128}),
+                           ("k1024", matmul_fn, {"K": 1024, "BLOCK_SIZE_K": 128}),
+                           ("again", matmul_fn, {"K": 2048, "BLOCK_SIZE_K": 128}),
+                           ("static", matmul_fn)])
+    cycles = [n.cycles for n in model.nodes]
+    per_trip = (64 + 1024) * STICK / 4 + 4096 + 256
+    store = 256 * STICK / 4
+    assert cycles == [16 * per_trip + store, 8 * per_trip + store, 16 * per_trip + store,
+                      per_trip + store]
+    assert model.cycles == sum(cycles)

@@ -75,15 +75,18 @@ def function_latency(fn: Function, params: HardwareParams | None = None, label: 
         cores=cores)
 
 
-def model_latency(functions: Iterable[tuple[str, Function]],
-                  params: HardwareParams | None = None) -> ModelLatency:
-    """Latency of functions executed one after the other (a program's nodes in order); a
-    function listed several times is costed once and counted each time."""
+def model_latency(functions: Iterable[tuple], params: HardwareParams | None = None) -> ModelLatency:
+    """Latency of functions executed one after the other (a program's nodes in order). Each item
+    is ``(label, fn)`` or ``(label, fn, args)`` with the call's arguments by name (see
+    :func:`function_latency`); a function listed several times with the same arguments is
+    costed once and counted each time."""
     params = params or HardwareParams()
-    cache: dict[int, NodeLatency] = {}
+    cache: dict[tuple, NodeLatency] = {}
     nodes = []
-    for label, fn in functions:
-        if id(fn) not in cache:
-            cache[id(fn)] = function_latency(fn, params, label)
-        nodes.append(replace(cache[id(fn)], label=label))
+    for label, fn, *rest in functions:
+        args = rest[0] if rest else None
+        key = (id(fn), repr(sorted((args or {}).items())))
+        if key not in cache:
+            cache[key] = function_latency(fn, params, label, args=args)
+        nodes.append(replace(cache[key], label=label))
     return ModelLatency(params, nodes)
