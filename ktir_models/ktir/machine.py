@@ -263,6 +263,18 @@ class HBM:
             self._insert(Region(lo, np.zeros(hi - lo, np.uint8), f"mapped@{lo}", True))
             self._next = max(self._next, hi)
 
+    def map_stores(self, byte_addresses: np.ndarray, itemsize: int) -> None:
+        """Lenient mode: back the sticks a scatter of ``itemsize``-byte elements at
+        ``byte_addresses`` touches (runs of consecutive sticks, so a sparse scatter maps only
+        what it writes)."""
+        addrs = np.asarray(byte_addresses, dtype=np.int64)
+        sticks = np.unique(np.concatenate([addrs, addrs + itemsize - 1]) // STICK_BYTES)
+        breaks = np.flatnonzero(np.diff(sticks) != 1)
+        starts = np.r_[sticks[:1], sticks[breaks + 1]]
+        ends = np.r_[sticks[breaks], sticks[-1:]] + 1
+        for lo, hi in zip(starts.tolist(), ends.tolist()):
+            self.map_uncovered(lo * STICK_BYTES, hi * STICK_BYTES)
+
     def write_bytes(self, byte_address: int, raw: np.ndarray) -> None:
         """Lenient mode: copy ``raw`` (uint8) to ``byte_address``, mapping uncovered bytes."""
         start = int(byte_address)

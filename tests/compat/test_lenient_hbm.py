@@ -78,6 +78,10 @@ def test_lenient_writes_patch_regions_and_map_the_gaps() -> None:
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(UserError, match="byte 512 is in no region"):
         hbm.read_bytes(500, 20)
+    # a sparse scatter maps the sticks it writes, not the span between them
+    sparse = ktir.Machine(hbm="lenient").hbm
+    sparse.map_stores(np.array([10_000_000, 130, 126, 10_000_002]), 4)
+    assert [(r.start, r.end) for r in sparse.regions] == [(0, 256), (10_000_000, 10_000_128)]
     with pytest.raises(UserError, match="only a lenient HBM"):
         ktir.Machine().hbm.map_uncovered(0, 128)
     with pytest.raises(UserError, match="hbm must be 'strict' or 'lenient'"):

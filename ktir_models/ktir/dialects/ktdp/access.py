@@ -310,8 +310,7 @@ def _gather_spill(view: View, pts: np.ndarray):
 def _scatter_spill(view: View, pts: np.ndarray, vals) -> None:
     xp = view.xp
     if view.hbm.lenient and pts.shape[0]:  # the reference's model: a store maps its bytes
-        addrs = _byte_addresses(view, pts)
-        view.hbm.map_uncovered(int(addrs.min()), int(addrs.max()) + view.dtype.itemsize)
+        view.hbm.map_stores(_byte_addresses(view, pts), view.dtype.itemsize)
     for region, offs, sel in _region_groups(view, pts):
         if not region.writable:
             raise FaultSignal(f"store into read-only HBM region {region.name!r}")
