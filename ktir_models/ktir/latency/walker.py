@@ -148,8 +148,8 @@ class CoreWalker:
             self.op(op, scale)
 
     def op(self, op: Op, scale: float) -> None:
-        """Charge one op by its registered cost part: a handler is called, a category name runs
-        that generic rule; an op kind without one is free, with a note."""
+        """Charge one op by its registered cost part (:meth:`dispatch`); when tracing, append
+        its :class:`TraceEvent` holding what this execution charged to the op itself."""
         events = self.cost.events
         if events is None:
             self.dispatch(op, scale)
@@ -168,6 +168,8 @@ class CoreWalker:
             event.flops = entry.flops - before[2]
 
     def dispatch(self, op: Op, scale: float) -> None:
+        """A handler is called, a category name runs that generic rule; an op kind without a
+        cost part is free, with a note."""
         name = op.name
         cost = registry.part("cost", name)
         if cost is None:
