@@ -30,7 +30,7 @@ from .errors import Diagnostic, KtirError, Location
 from .ir import (AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
 
-_SHAPE_RE = re.compile(r"((?:(?:\d+|\?)x)*)([a-z]\w*)$")
+_SHAPE_RE = re.compile(r"((?:(?:\d+|\?)x)*)([a-z]\w*|![a-z]\w*\.\w+)$")
 
 _type_cache: dict[str, object] = {}
 
@@ -168,7 +168,7 @@ class _Parser:
                 t = self._type_from_text(text, i)
                 _type_cache[text] = t
             return t
-        if kind == "ident":
+        if kind == "ident" or kind == "bang":  # f16, i32, ...; !spyreop.df16
             if text in ELEMENT_DTYPES:
                 self.pos += 1
                 return ScalarType(text)
