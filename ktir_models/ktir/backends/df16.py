@@ -9,9 +9,9 @@ binary format with the parameters 1-6-9"); this module follows IBM's DLFloat con
 * No subnormals: every other pattern but one is the normal number
   ``(-1)^s * 2^(E - 31) * (1 + F / 512)`` -- ``E = 0`` with ``F != 0`` included (the smallest
   magnitude, ``2^-31 * (1 + 1/512)``), and ``E = 63`` with ``F < 511`` (the largest,
-  ``2^32 * (1 + 510/512)`` = 8581545984).
+  ``2^32 * (1 + 510/512)`` = 8573157376).
 * ``E = 63, F = 511`` (``0x7FFF`` / ``0xFFFF``) is the single not-a-number-or-infinity pattern
-  ("NINF"); it decodes to NaN. There are no infinities.
+  ("NINF"); it decodes to a NaN of the same sign. There are no infinities.
 
 Encoding rounds to nearest, ties to even (IEEE-754's default; IBM's software converters round
 ties away from zero, which differs from this only on exact ties). What rounds to a magnitude
@@ -21,7 +21,7 @@ infinity or NaN, becomes NINF with the input's sign -- no saturation to the larg
 
 Invariants: :func:`decode` is exact (every df16 value is an f32 value); :func:`encode` rounds
 once, from the float64 value of its input (so an f64 result is not rounded twice); encode of
-decode is the identity on every pattern but the NaN ones (-> NINF) and -0 (kept).
+decode is the identity on all 65,536 patterns (NINF decodes to a NaN carrying its sign).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def decode(bits) -> np.ndarray:
 
 def encode(values) -> np.ndarray:
     """Float values (f16, f32, f64, any shape) -> df16 patterns (uint16), one rounding."""
-    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # NaN payloads of narrower types
+        x = np.asarray(values, dtype=np.float64)
     u = x.view(np.uint64) if x.ndim else x.reshape(1).view(np.uint64)
     sign = ((u >> np.uint64(48)) & np.uint64(SIGN_MASK)).astype(np.uint32)
     e64 = ((u >> np.uint64(_F64_FRAC)) & np.uint64(0x7FF)).astype(np.int64)
@@ -81,7 +82,8 @@ def encode(values) -> np.ndarray:
 
 def to_f16(bits) -> np.ndarray:
     """df16 patterns -> float16 (one rounding of the exact value; NINF -> NaN)."""
-    return decode(bits).astype(np.float16)
+    with np.errstate(over="ignore"):  # past f16's range: infinity
+        return decode(bits).astype(np.float16)
 
 
 def is_ninf(bits) -> np.ndarray:
