@@ -168,7 +168,10 @@ class _Parser:
                 t = self._type_from_text(text, i)
                 _type_cache[text] = t
             return t
-        if kind == "ident" or kind == "bang":  # f16, i32, ...; !spyreop.df16
+        if kind == "bang" and text in ELEMENT_DTYPES:  # !spyreop.df16, ...
+            self.pos += 1
+            return ScalarType(text)
+        if kind == "ident":
             if text in ELEMENT_DTYPES:
                 self.pos += 1
                 return ScalarType(text)
