@@ -582,7 +582,9 @@ class _Parser:
                 self.fail(f"unknown operation '{opname}'", name_i)
             op = Op(opname, loc)
             result_types = handler(self, op) or []
-        # bind results
+        # bind results (MLIR lets an op's results go unnamed: they get names no text can use)
+        if not names and result_types:
+            names = [(f"%<unnamed@{start}#{k}>", loc) for k in range(len(result_types))]
         if count is not None:
             if len(names) != 1:
                 self.fail("'%name:N' cannot be combined with other result names", start)

@@ -23,7 +23,7 @@ from ... import registry
 from ...ir import DenseConstant, Op, ScalarType, TensorType
 from ...verify_rules import Rule, fail
 from ..arith import literal_value
-from .types import build_host, finish
+from .types import Opaque, Typed, attr_value, build_host, finish
 
 _CONSTANT_TYPES = ("f16", "f32")
 REDUCTION_KINDS = ("add", "sub", "max", "min", "mul", "abs_max")
@@ -45,20 +45,24 @@ def parse_constant(p, op: Op) -> list:
         op.attrs.update(p.attr_dict())
     p.expect(":", "before the constant's type")
     t = p.parse_type()
-    op.attrs["value"] = value
-    op.attrs["value_type"] = t
+    op.attrs["value"] = Typed(value, t)
     return [t]
 
 
 def _constant(op: Op) -> None:
+    # counts and the attribute are checked here, with the frontend's messages
+    if op.operands:
+        fail("requires zero operands")
+    if len(op.results) != 1:
+        fail("requires one result")
+    if "value" not in op.attrs:
+        fail("requires attribute 'value'")
     t = op.results[0].type
     if not isinstance(t, ScalarType) or t.name not in _CONSTANT_TYPES:
         fail(f"result #0 must be 16-bit float or 32-bit float, but got '{t}'")
     value = op.attrs["value"]
-    vtype = op.attrs.get("value_type", t)
-    typed = getattr(value, "type", None)  # a generic-form attribute written `V : T`
-    if typed is not None:
-        vtype, value = typed, value.value
+    vtype = value.type if isinstance(value, Typed) else None
+    value = attr_value(value)
     if isinstance(value, DenseConstant) or isinstance(value, bool) or \
             not isinstance(value, (int, float, tuple)):
         fail(f"requires a floating-point value attribute, got {value!r}")
@@ -66,14 +70,13 @@ def _constant(op: Op) -> None:
         fail("failed to verify that all of {value, result} have same type")
 
 
-registry.set_part("verify", "spyreop.constant", Rule((0, 0), (1, 1), ("value",), check=_constant))
+registry.set_part("verify", "spyreop.constant", Rule(check=_constant))
 registry.set_part("cost", "spyreop.constant", "free")
 
 
 @registry.implements("build", "spyreop.constant")
 def build_constant(c, op: Op):
-    value = op.attrs["value"]
-    value = getattr(value, "value", value)
+    value = attr_value(op.attrs["value"])
     t = op.result.type
     c.set_const(op.result, finish(np.asarray(literal_value(value, t.name), t.dtype), t))
     return None
@@ -96,7 +99,7 @@ def parse_slice_reduction(p, op: Op) -> list:
             expected = f"#spyreop.{key}"
             if key in ("reduction_kind", "reduction_scope") and head != expected:
                 p.fail(f"'{key}' takes a {expected}<...> attribute, found '{text}'", i)
-            op.attrs[key] = body[:-1].strip() if body else text
+            op.attrs[key] = Opaque(text)
             if not p.accept(","):
                 p.expect("}", "closing the attribute dictionary")
                 break
@@ -112,9 +115,9 @@ def _slice_reduction(op: Op) -> None:
         fail(f"operand #0 must be ranked tensor of any type values, but got '{t}'")
     if op.results[0].type != t:
         fail("requires the same type for all operands and results")
-    if op.attrs["reduction_kind"] not in REDUCTION_KINDS:
+    if attr_value(op.attrs["reduction_kind"]) not in REDUCTION_KINDS:
         fail(f"reduction_kind must be one of {', '.join(REDUCTION_KINDS)}")
-    if op.attrs["reduction_scope"] not in REDUCTION_SCOPES:
+    if attr_value(op.attrs["reduction_scope"]) not in REDUCTION_SCOPES:
         fail(f"reduction_scope must be one of {', '.join(REDUCTION_SCOPES)}")
     if t.elem not in ("f16", "f32", "i32", "i64"):
         fail(f"slice_reduction of {t.elem} elements is not implemented")
@@ -146,7 +149,7 @@ def reduce_slices(x: np.ndarray, kind: str, axis: int) -> np.ndarray:
 
 @registry.implements("build", "spyreop.slice_reduction")
 def build_slice_reduction(c, op: Op):
-    kind, scope = op.attrs["reduction_kind"], op.attrs["reduction_scope"]
+    kind, scope = (attr_value(op.attrs[k]) for k in ("reduction_kind", "reduction_scope"))
 
     def compute(x):
         x = np.asarray(x)

@@ -18,7 +18,7 @@ from ...ir import Op, ScalarType
 from ...verify_rules import Rule, fail
 from ..arith import stacked_elementwise
 from .intrinsics import check_operand
-from .types import build_host
+from .types import I32, Typed, attr_value, build_host
 
 # name -> (element type, numpy function)
 INTEGER = {
@@ -88,7 +88,7 @@ def parse_idx32toaddr(p, op: Op) -> list:
             p.fail(f"'{key}' takes an integer literal or an i32 value", i)
         if not -(1 << 31) <= value < 1 << 32:
             p.fail(f"'{key}' {value} does not fit in 32 bits", i)
-        op.attrs[key] = wrap_i32(value)
+        op.attrs[key] = Typed(wrap_i32(value), I32)
     if p.peek() == "{" and p.kind() == "punct":
         op.attrs.update(p.attr_dict())
     return [ScalarType("i32")]
@@ -103,7 +103,8 @@ def _idx32toaddr(op: Op) -> None:
         check_operand(op, k, ("i32",))
     for key in ("base", "stride"):
         v = op.attrs.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+        if v is not None and (not isinstance(v, Typed) or v.type != I32
+                              or isinstance(v.value, bool) or not isinstance(v.value, int)):
             fail(f"attribute '{key}' failed to satisfy constraint: 32-bit signless integer "
                  "attribute")
 
@@ -126,5 +127,5 @@ def _address(i, base, stride):
 def build_idx32toaddr(c, op: Op):
     if len(op.operands) == 3:
         return build_host(c, op, _address)
-    base, stride = wrap_i32(op.attrs["base"]), wrap_i32(op.attrs["stride"])
+    base, stride = (wrap_i32(attr_value(op.attrs[k])) for k in ("base", "stride"))
     return build_host(c, op, lambda i: _address(i, base, stride))

@@ -33,8 +33,9 @@ from ... import registry
 from ...ir import Op
 from ...verify_rules import Rule, fail
 from ..arith import NP, stacked_elementwise
-from .types import (DF16, F16_DF16, FLOATS, FUSED_OF, SCALAR_OF, build_host,
-                    constraint, finish, narrow, pack, scalar_name, unpack, widen)
+from .types import (DF16, F16_DF16, F32_TYPE, FLOATS, FUSED_OF, SCALAR_OF, Typed, attr_value,
+                    build_host, constraint, enum_attr, finish, narrow, pack, scalar_name,
+                    unpack, widen)
 
 
 def _erf(x):
@@ -151,7 +152,7 @@ def parse_float_attr(p, op: Op, key: str) -> None:
     value = p.number()
     if isinstance(value, tuple):
         p.fail(f"'{key}' takes a float literal", i)
-    op.attrs[key] = float(value)
+    op.attrs[key] = Typed(float(value), F32_TYPE)
 
 
 # -- builders -------------------------------------------------------------------------------------
@@ -199,9 +200,10 @@ def parse_softplus(p, op: Op) -> list:
 def _softplus_attrs(op: Op) -> None:
     for key in ("beta", "threshold"):
         v = op.attrs.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if not isinstance(v, Typed) or v.type != F32_TYPE or isinstance(v.value, bool) \
+                or not isinstance(v.value, (int, float)):
             fail(f"attribute '{key}' failed to satisfy constraint: 32-bit float attribute")
-    if float(op.attrs["beta"]) == 0.0:
+    if float(attr_value(op.attrs["beta"])) == 0.0:
         fail("attribute 'beta' failed to satisfy constraint: 32-bit float attribute which is "
              "non-zero")
 
@@ -214,8 +216,8 @@ _register("spyreop.softplus", Rule((1, 1), (1, 1), ("beta", "threshold"),
 @registry.implements("build", "spyreop.softplus")
 def build_softplus(c, op: Op):
     # F32Attr: the attributes are f32 values, whatever the literal's digits
-    beta = float(np.float32(op.attrs["beta"]))
-    threshold = float(np.float32(op.attrs["threshold"]))
+    beta = float(np.float32(attr_value(op.attrs["beta"])))
+    threshold = float(np.float32(attr_value(op.attrs["threshold"])))
     return build_elementwise(c, op, lambda x: softplus(x, beta, threshold))
 
 
@@ -362,13 +364,13 @@ def parse_compare(p, op: Op) -> list:
         p.fail(f"unknown spyreop.compare predicate '{pred}' (expected one of "
                f"{', '.join(COMPARE_PREDICATES)})", i)
     p.expect(">", "after the comparison predicate")
-    op.attrs["predicate"] = pred
+    op.attrs["predicate"] = enum_attr("compare_predicate", pred)
     op.operands = p.operand_list()
     return _typed_tail(p, op)
 
 
 def _compare(op: Op) -> None:
-    if op.attrs.get("predicate") not in COMPARE_PREDICATES:
+    if attr_value(op.attrs.get("predicate")) not in COMPARE_PREDICATES:
         fail(f"predicate must be one of {', '.join(COMPARE_PREDICATES)}")
 
 
@@ -380,7 +382,7 @@ _register("spyreop.select", _intrinsic_rule(FLOATS, 3), parse_operands_type, "ve
 
 @registry.implements("build", "spyreop.compare")
 def build_compare(c, op: Op):
-    test = COMPARE_PREDICATES[op.attrs["predicate"]]
+    test = COMPARE_PREDICATES[attr_value(op.attrs["predicate"])]
     return build_elementwise(c, op, lambda a, b: test(a, b).astype(np.float64))
 
 

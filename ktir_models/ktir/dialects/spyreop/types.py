@@ -19,6 +19,7 @@ import numpy as np
 
 from ...backends import df16
 from ...ir import ScalarType, TensorType
+from ...parse.generic_form import Opaque, Typed
 from ..arith import NP, to_scalar
 
 DF16 = "!spyreop.df16"
@@ -38,6 +39,26 @@ DESCRIPTION = {"f16": "16-bit float", DF16: "IBM df16 float", "f32": "32-bit flo
 _F64 = np.dtype(np.float64)
 _HALF_BITS = {"f16": (np.uint16, 16), DF16: (np.uint16, 16), "f32": (np.uint32, 32)}
 _PACKED = {"f16": np.uint32, DF16: np.uint32, "f32": np.uint64}
+
+
+I32 = ScalarType("i32")
+F32_TYPE = ScalarType("f32")
+
+
+def attr_value(v):
+    """An attribute as the op reads it: ``V : T`` -> V, ``#spyreop.kind<case>`` -> "case".
+    The ops store attributes in MLIR's spelling (Typed / Opaque) so that the generic printer
+    writes what the frontend reads."""
+    if isinstance(v, Typed):
+        return v.value
+    if isinstance(v, Opaque) and v.text.endswith(">"):
+        return v.text.partition("<")[2][:-1].strip()
+    return v
+
+
+def enum_attr(kind: str, case: str) -> Opaque:
+    """``#spyreop.<kind><case>``."""
+    return Opaque(f"#spyreop.{kind}<{case}>")
 
 
 def scalar_name(t) -> str | None:
