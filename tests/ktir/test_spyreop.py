@@ -42,13 +42,19 @@ def kernel(elems: list[str], out_elem: str, body: str, n: int = N) -> str:
             f"    %c0 = arith.constant 0 : index\n{text}    return\n  }}\n}}\n")
 
 
-def run(text: str, inputs: list[np.ndarray], out_dtype) -> np.ndarray:
+def run(text: str, inputs: list[np.ndarray], out_dtype, runs: int = 1, **machine) -> np.ndarray:
+    """The kernel's output; ``runs`` > 1 runs the plan again (a grid's stacked form is built for
+    the second run), the output zeroed before each."""
     module = ktir.parse_text(text, "spyreop.mlir")
     ktir.verify(module)
-    m = ktir.Machine()
+    m = ktir.Machine(**machine)
     bufs = [m.hbm.allocate_from(x, name=f"a{k}") for k, x in enumerate(inputs)]
-    out = m.hbm.allocate_from(np.zeros(inputs[0].shape if inputs else (N,), out_dtype), name="o")
-    m.compile(module.function("k")).run([b.address for b in bufs] + [out.address])
+    zeros = np.zeros(inputs[0].shape if inputs else (N,), out_dtype)
+    out = m.hbm.allocate_from(zeros, name="o")
+    plan = m.compile(module.function("k"))
+    for _ in range(runs):
+        out.write(zeros)
+        plan.run([b.address for b in bufs] + [out.address])
     return out.read()
 
 
@@ -397,3 +403,57 @@ def test_generic_form_runs_bit_identically(elem):
         assert "beta = 0.5 : f32" in generic or "softplus" not in body
         np.testing.assert_array_equal(bits(run(generic, [a, b], DTYPES[elem])),
                                       bits(run(text, [a, b], DTYPES[elem])))
+
+
+@pytest.mark.parametrize("elem", ["f16", DF16, "f32"])
+def test_torch_back_end_gives_the_same_bits(elem):
+    """The intrinsics run on the host for any array back end: torch's results are numpy's."""
+    pytest.importorskip("torch")
+    body = (f"%e = spyreop.exp %x0 : {elem}\n      %m, %q = spyreop.exx2 %x1 : {elem}\n"
+            f"      %c = spyreop.compare <lesserthan> %e, %q : {elem}\n"
+            f"      %r = spyreop.select %c, %e, %m : {elem}")
+    a, b = sample(elem, -3, 3), sample(elem, -3, 3)
+    text = kernel([elem, elem], elem, body)
+    want = run(text, [a, b], DTYPES[elem])
+    got = run(text, [a, b], DTYPES[elem], backend="torch", device="cpu")
+    np.testing.assert_array_equal(bits(got), bits(want))
+
+
+def test_a_grid_of_cores_matches_one_core():
+    """Four cores, each a quarter of the rows: a scalar intrinsic on each core's first element
+    (stacked across the cores) feeds intrinsics in a generic body; the numpy reference of the
+    whole."""
+    rows, cols = 8, 32
+    x = sample("f16", -4, 4)
+    x = np.resize(x, (rows, cols)).astype(np.float16)
+    q = rows // 4
+    text = (f"module {{\n  func.func @k(%a0: index, %out: index) attributes {{grid = [4]}} {{\n"
+            "    %c0 = arith.constant 0 : index\n"
+            f"    %cq = arith.constant {q} : index\n"
+            "    %id = ktdp.get_compute_tile_id : index\n"
+            "    %row = arith.muli %id, %cq : index\n"
+            + view("v0", "a0", (rows, cols)) + view("vo", "out", (rows, cols))
+            + tile("t0", "v0", (rows, cols), (q, cols), "%row, %c0")
+            + tile("to", "vo", (rows, cols), (q, cols), "%row, %c0")
+            + load("X", "t0", (q, cols))
+            + f"    %x00 = tensor.extract %X[%c0, %c0] : tensor<{q}x{cols}xf16>\n"
+            "    %k = spyreop.exp %x00 : f16\n"
+            + f"    %E = tensor.empty() : tensor<{q}x{cols}xf16>\n"
+            "    %R = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, "
+            "affine_map<(d0, d1) -> (d0, d1)>], iterator_types = [\"parallel\", \"parallel\"]} "
+            f"ins(%X : tensor<{q}x{cols}xf16>) outs(%E : tensor<{q}x{cols}xf16>) {{\n"
+            "    ^bb0(%x: f16, %o: f16):\n"
+            "      %s = spyreop.sigmoid %x : f16\n"
+            "      %d = spyreop.realdiv %x, %s : f16\n"
+            "      %r = spyreop.realdiv %d, %k : f16\n"
+            "      linalg.yield %r : f16\n"
+            f"    }} -> tensor<{q}x{cols}xf16>\n"
+            + store("R", "to", (q, cols)) + "    return\n  }\n}\n")
+    got = run(text, [x], np.float16, runs=2)
+    sig = rounded([_sig(v) for v in x.ravel().astype(np.float64)], "f16").view(np.float16)
+    div = rounded([v / s for v, s in zip(x.ravel().astype(np.float64),
+                                         sig.astype(np.float64))], "f16").view(np.float16)
+    firsts = x[::q, 0].astype(np.float64)
+    k = np.repeat(rounded([math.exp(v) for v in firsts], "f16").view(np.float16), q * cols)
+    want = rounded([d / e for d, e in zip(div.astype(np.float64), k.astype(np.float64))], "f16")
+    np.testing.assert_array_equal(bits(got).ravel(), want)
