@@ -457,3 +457,20 @@ def test_a_grid_of_cores_matches_one_core():
     k = np.repeat(rounded([math.exp(v) for v in firsts], "f16").view(np.float16), q * cols)
     want = rounded([d / e for d, e in zip(div.astype(np.float64), k.astype(np.float64))], "f16")
     np.testing.assert_array_equal(bits(got).ravel(), want)
+
+
+def test_latency_prices_transcendental_intrinsics_in_generic_bodies():
+    """A body of spyreop.exp costs what a body of math.exp does (the walker's transcendental
+    rule), more than a body of addf; compare is vector work like addf."""
+    from ktir_models.ktir.latency import function_latency
+
+    def cycles(body: str) -> float:
+        module = ktir.parse_text(kernel(["f16"], "f16", body), "lat.mlir")
+        ktir.verify(module)
+        lat = function_latency(module.function("k"))
+        (cost,) = [c for c in lat.top_ops if c.op == "linalg.generic"]
+        return sum(cost.cycles.values())
+
+    addf = cycles("%r = arith.addf %x0, %x0 : f16")
+    assert cycles("%r = spyreop.exp %x0 : f16") == cycles("%r = math.exp %x0 : f16") > addf
+    assert cycles("%r = spyreop.compare <equal> %x0, %x0 : f16") == addf
