@@ -474,3 +474,42 @@ def test_latency_prices_transcendental_intrinsics_in_generic_bodies():
     addf = cycles("%r = arith.addf %x0, %x0 : f16")
     assert cycles("%r = spyreop.exp %x0 : f16") == cycles("%r = math.exp %x0 : f16") > addf
     assert cycles("%r = spyreop.compare <equal> %x0, %x0 : f16") == addf
+
+
+def test_every_op_form_checks():
+    """One function using each op in each of its written forms (both idx32toaddr forms, both
+    layernormscale forms, the three fused pairs, two results of exx2, an unnamed result)."""
+    text = """func.func @forms(%h: f16, %d: !spyreop.df16, %s: f32, %i: i32, %l: i64,
+                      %t: tensor<4x16xf16>) -> (!spyreop.df16, f32) {
+  %a = spyreop.exp %s : f32
+  %b = spyreop.gelu %d : !spyreop.df16
+  %m, %q = spyreop.exx2 %d : !spyreop.df16
+  %v = spyreop.layernormscale %q : !spyreop.df16
+  %w = spyreop.layernormscale %m squares %q : !spyreop.df16
+  %n = spyreop.layernormnorm %d squares %m scale %w weight %b bias %v : !spyreop.df16
+  %p1 = spyreop.exx2_fused %h : f16 -> !spyreop.fp16_fused
+  %p2 = spyreop.exx2_fused %d : !spyreop.df16 -> !spyreop.df16_fused
+  %p3 = spyreop.exx2_fused %s : f32 -> !spyreop.fp32_fused
+  %g1 = spyreop.layernormscale_fused %p1 : !spyreop.fp16_fused -> f16
+  %g2 = spyreop.layernormscale_fused %p2 : !spyreop.df16_fused -> !spyreop.df16
+  %g3 = spyreop.layernormscale_fused %p3 : !spyreop.fp32_fused -> f32
+  %x1 = spyreop.idx32toaddr %i base 0xFFFFFFFF stride 2
+  %x2 = spyreop.idx32toaddr %i base %x1 stride %i
+  %x3 = spyreop.addi32toi32 %x1, %x2
+  %x4 = spyreop.muli32toi32 %x3, %i
+  %x5 = spyreop.addi64toi64 %l, %l
+  %c = spyreop.compare <greaterequal> %g2, %n : !spyreop.df16
+  %r = spyreop.select %c, %g2, %n : !spyreop.df16
+  %k = spyreop.constant 0x3C00 : f16
+  %u = spyreop.softplus %h beta 1.5 threshold 10.0 : f16
+  spyreop.sigmoid %u : f16
+  %z = spyreop.slice_reduction %t {reduction_kind = #spyreop.reduction_kind<mul>,
+       reduction_scope = #spyreop.reduction_scope<across_slice>} : tensor<4x16xf16>
+       -> tensor<4x16xf16>
+  return %r, %g3 : !spyreop.df16, f32
+}
+"""
+    module = ktir.parse_text(text, "forms.mlir")
+    ktir.verify(module)
+    ops = [op.name for op in module.function("forms").body.block.ops]
+    assert ops.count("spyreop.idx32toaddr") == 2 and "spyreop.sigmoid" in ops
