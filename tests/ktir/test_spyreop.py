@@ -34,8 +34,9 @@ def kernel(elems: list[str], out_elem: str, body: str, n: int = N) -> str:
     ins = ", ".join(f"%X{k}" for k in range(len(elems)))
     in_types = ", ".join(f"tensor<{ty((n,), e)}>" for e in elems)
     bb = ", ".join(f"%x{k}: {e}" for k, e in enumerate(elems)) + f", %o: {out_elem}"
+    out_t = f"tensor<{ty((n,), out_elem)}>"
     text += (f"    %R = linalg.generic {{indexing_maps = [{maps}], iterator_types = "
-             f"[\"parallel\"]}} ins({ins} : {in_types}) outs(%E : tensor<{ty((n,), out_elem)}>) {{\n"
+             f"[\"parallel\"]}} ins({ins} : {in_types}) outs(%E : {out_t}) {{\n"
              f"    ^bb0({bb}):\n      {body}\n      linalg.yield %r : {out_elem}\n"
              f"    }} -> tensor<{ty((n,), out_elem)}>\n" + store("R", "to", (n,), out_elem))
     return (f"module {{\n  func.func @k({args}) attributes {{grid = [1]}} {{\n"
