@@ -6,9 +6,10 @@ intrinsics and its element types. Importing this package registers every op kind
 * ``intrinsics``  -- the float intrinsics (exp ... softplus, the LayerNorm stages, exx2,
   compare, select);
 * ``integer``     -- addi32toi32, addi64toi64, muli32toi32, idx32toaddr;
-* ``constant``    -- spyreop.constant and spyreop.slice_reduction.
+* ``constant``    -- spyreop.constant;
+* ``slice_reduction`` -- spyreop.slice_reduction.
 """
 
 from __future__ import annotations
 
-from . import constant, integer, intrinsics  # noqa: F401  (registration)
+from . import constant, integer, intrinsics, slice_reduction  # noqa: F401 (registration)
