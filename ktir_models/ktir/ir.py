@@ -29,6 +29,9 @@ ELEMENT_DTYPES: dict[str, np.dtype] = {
     "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
     "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "index": np.dtype(np.int64),
     "bf16": None,  # filled below when ml_dtypes is present
+    # spyreop's types, held as bit patterns (dialects/spyreop/types.py, backends/df16.py)
+    "!spyreop.df16": np.dtype(np.uint16), "!spyreop.df16_fused": np.dtype(np.uint32),
+    "!spyreop.fp16_fused": np.dtype(np.uint32), "!spyreop.fp32_fused": np.dtype(np.uint64),
 }
 try:  # bf16 is optional: ml_dtypes provides it
     import ml_dtypes

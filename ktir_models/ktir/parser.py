@@ -30,7 +30,7 @@ from .errors import Diagnostic, KtirError, Location
 from .ir import (AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
                  MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
 
-_SHAPE_RE = re.compile(r"((?:(?:\d+|\?)x)*)([a-z]\w*)$")
+_SHAPE_RE = re.compile(r"((?:(?:\d+|\?)x)*)([a-z]\w*|![a-z]\w*\.\w+)$")
 
 _type_cache: dict[str, object] = {}
 
@@ -168,6 +168,9 @@ class _Parser:
                 t = self._type_from_text(text, i)
                 _type_cache[text] = t
             return t
+        if kind == "bang" and text in ELEMENT_DTYPES:  # !spyreop.df16, ...
+            self.pos += 1
+            return ScalarType(text)
         if kind == "ident":
             if text in ELEMENT_DTYPES:
                 self.pos += 1
@@ -579,7 +582,9 @@ class _Parser:
                 self.fail(f"unknown operation '{opname}'", name_i)
             op = Op(opname, loc)
             result_types = handler(self, op) or []
-        # bind results
+        # bind results (MLIR lets an op's results go unnamed: they get names no text can use)
+        if not names and result_types:
+            names = [(f"%<unnamed@{start}#{k}>", loc) for k in range(len(result_types))]
         if count is not None:
             if len(names) != 1:
                 self.fail("'%name:N' cannot be combined with other result names", start)

@@ -18,3 +18,4 @@ from . import func  # noqa: F401
 from . import runtime_arg  # noqa: F401
 from . import ktdp  # noqa: F401
 from . import linalg  # noqa: F401
+from . import spyreop  # noqa: F401

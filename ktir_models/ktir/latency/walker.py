@@ -302,12 +302,20 @@ class CoreWalker:
             cycles *= self.params.transcendental_penalty
         if op.name == "linalg.generic" and op.regions:
             body = [o for o in op.regions[0].block.ops if o.name != "linalg.yield"]
-            heavy = sum(1 for o in body if o.name.startswith("math.") and o.name[5:] in TRANSCENDENTAL)
+            heavy = sum(1 for o in body if _transcendental(o))
             cycles *= max(1, len(body) - heavy) + heavy * self.params.transcendental_penalty
         flops = n if kind in ("vector", "transcendental") and _is_float_op(op) else 0
         self.charge(op, scale, kind, cycles, flops=flops)
         for r in op.results:
             self.env.setdefault(r, None)
+
+
+def _transcendental(op: Op) -> bool:
+    """Whether a generic body's op pays the transcendental penalty (math's transcendental
+    functions; spyreop's intrinsics whose cost category says so)."""
+    if op.name.startswith("math."):
+        return op.name[5:] in TRANSCENDENTAL
+    return op.name.startswith("spyreop.") and registry.part("cost", op.name) == "transcendental"
 
 
 def _is_float_op(op: Op) -> bool:

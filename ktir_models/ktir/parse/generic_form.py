@@ -34,7 +34,7 @@ CMPF_PREDICATES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ue
                    "ult", "ule", "une", "uno", "true")
 
 # dialects whose ops the emulator implements: an unknown op of these is an error, not opaque
-KNOWN_DIALECTS = ("arith", "math", "linalg", "tensor", "scf", "ktdp", "func")
+KNOWN_DIALECTS = ("arith", "math", "linalg", "tensor", "scf", "ktdp", "func", "spyreop")
 
 
 @dataclass(frozen=True)
@@ -487,7 +487,14 @@ _ADAPTERS = {
     "func.return": _a_return,
     "return": _a_return,
 }
-_FAMILIES = {"arith": _a_simple, "math": _a_simple, "linalg": _a_linalg}
+def _a_spyreop(p, op, operands, attrs, arg_types, result_types, i):
+    """spyreop ops keep their attributes as written (typed values, ``#spyreop.*<...>`` enums):
+    the dialect reads them in that form whichever way the op was written."""
+    op.operands = operands
+    op.attrs.update(attrs)
+
+
+_FAMILIES = {"arith": _a_simple, "math": _a_simple, "linalg": _a_linalg, "spyreop": _a_spyreop}
 
 
 def parse_function(p) -> Function:
