@@ -55,14 +55,17 @@ def test_store_trusts_only_complete_results_with_the_same_key(tmp_path):
     # a half-written file (as a crash mid-write of a non-atomic writer would leave) is not trusted
     path.write_text(json.dumps(result.to_json())[:40])
     assert store.load("c1", "k1") is None
-    # a stray temporary of a killed writer is ignored and tidied away on the next open
-    stray = store.cases_dir / ".tmp-c2.json.abc"
+    # a stray temporary of a killed writer (named with its run id, which the lock file keeps) is
+    # ignored and tidied away on the next open; a file the sweep did not name is left alone
+    stray = store.cases_dir / f".tmp-{store.run_id}-0a1b2c3d-c2.json"
     stray.write_text("{")
+    foreign = store.cases_dir / ".tmp-notes"
+    foreign.write_text("mine")
     assert store.load("c2", "k1") is None
     store.close()
     ResultStore(tmp_path / "out")
-    assert not stray.exists()
-    assert sorted(p.name for p in store.cases_dir.iterdir()) == ["c1.json"]
+    assert not stray.exists() and foreign.read_text() == "mine"
+    assert sorted(p.name for p in store.cases_dir.iterdir()) == [".tmp-notes", "c1.json"]
 
 
 def test_one_sweep_at_a_time_writes_a_directory(tmp_path):
