@@ -88,6 +88,8 @@ def check_junit_target(path: Path, *, out: Path, spec: SweepSpec, force: bool = 
     path = Path(path)
     target = path.resolve()
     root = Path(out).resolve()
+    if target == root:
+        raise UserError(f"--junit {path}: is the --out directory (expected a file name)")
     if target in {root / name for name in OWN_NAMES} or target.is_relative_to(root / CASES):
         raise UserError(f"--junit {path}: is a file the sweep writes in --out {out}")
     held = input_holding(target, spec)

@@ -63,10 +63,15 @@ class ResultStore:
         self._fds: list[int] = []
         try:
             self._dir = self._open_root()
-            previous = self._take_lock()
-            self._cases = self._open_cases()
+            # every refusal comes before the first write into an existing folder
+            self._check_entry(CASES, stat.S_ISDIR, "a directory")
+            self._check_entry(LOCK, stat.S_ISREG, "a regular file")
             for name in (SUMMARY, REPORT):
                 self._check_own_report(name)
+            if _lstat(MARKER, self._dir) is None:
+                self._write(self._dir, self.root / MARKER, _MARKER_TEXT)
+            previous = self._take_lock()
+            self._cases = self._open_cases()
             for dir_fd in (self._dir, self._cases):
                 _remove_temporaries(dir_fd, previous)
         except BaseException:
@@ -155,8 +160,15 @@ class ResultStore:
             raise UserError(f"--out {root}: holds files not written by a sweep ({shown}); a sweep "
                             "writes only into a new or empty directory or a sweep folder "
                             f"(one holding {MARKER})")
-        self._write(fd, root / MARKER, _MARKER_TEXT)
         return fd
+
+    def _check_entry(self, name: str, is_kind, kind: str) -> None:
+        """An existing ``name`` in the folder must be ``kind`` itself, never a symlink to one."""
+        info = _lstat(name, self._dir)
+        if info is None or is_kind(info.st_mode):
+            return
+        what = "a symlink" if stat.S_ISLNK(info.st_mode) else f"not {kind}"
+        raise UserError(f"--out {self.root}: {name}: is {what}; refusing to follow or replace it")
 
     def _open_dir(self, name: str, dir_fd: int | None, what: str) -> int:
         try:
