@@ -117,7 +117,8 @@ class ResultStore:
         rename. The rename replaces a symlink at that name itself; nothing is written through
         one."""
         name = where.name
-        tmp = f"{_TMP_PREFIX}{self.run_id}-{secrets.token_hex(4)}-{name}"
+        # the random part last: a temporary never ends like the file it becomes (".json")
+        tmp = f"{_TMP_PREFIX}{self.run_id}-{name}.{secrets.token_hex(4)}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644,
                          dir_fd=dir_fd)

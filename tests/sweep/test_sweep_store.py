@@ -57,7 +57,7 @@ def test_store_trusts_only_complete_results_with_the_same_key(tmp_path):
     assert store.load("c1", "k1") is None
     # a stray temporary of a killed writer (named with its run id, which the lock file keeps) is
     # ignored and tidied away on the next open; a file the sweep did not name is left alone
-    stray = store.cases_dir / f".tmp-{store.run_id}-0a1b2c3d-c2.json"
+    stray = store.cases_dir / f".tmp-{store.run_id}-c2.json.0a1b2c3d"
     stray.write_text("{")
     foreign = store.cases_dir / ".tmp-notes"
     foreign.write_text("mine")
@@ -98,3 +98,23 @@ def test_key_does_not_depend_on_where_the_files_sit(tmp_path):
     forget()
     assert case_key(replace(case, program=str(moved))) == case_key(case)
     assert case_key(replace(case, program="emit")) != case_key(case)
+
+
+def test_a_temporary_is_named_for_its_run_and_never_looks_like_a_result(tmp_path, monkeypatch):
+    """A sweep killed between writing a temporary and renaming it leaves the temporary: readers
+    that list ``cases/*.json`` (and the next sweep's tidy-up, by run id) must tell it apart."""
+    import ktir_models.sweep.store as store_module
+
+    store = ResultStore(tmp_path / "out")
+    renamed = []
+
+    def fail_rename(src, dst, **kw):
+        renamed.append(src)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "replace", fail_rename)
+    with pytest.raises(UserError, match="cannot write .*c1.json: No space left on device"):
+        store.save(CaseResult("c1", "k1", "pass", None, 0, 1.5))
+    (tmp,) = renamed
+    assert tmp.startswith(f".tmp-{store.run_id}-c1.json.") and not tmp.endswith(".json")
+    assert list(store.cases_dir.iterdir()) == []  # the failed write left nothing
