@@ -37,7 +37,8 @@ def sweep(
         help="What of ktir-models a result key covers: sources (its code: any edit reruns all) or version.",
     ),
     force: bool = typer.Option(
-        False, "--force", help="Let --junit replace an existing file that is not a sweep's JUnit report."
+        False, "--force",
+        help="Let --junit replace an existing file that is not a sweep's JUnit report.",
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:

@@ -25,7 +25,7 @@ from .keys import case_key, forget
 from .memory import MiB, estimate_bytes
 from .reports import SweepSummary
 from .spec import EMIT, WAIT, Case, SweepSpec
-from .store import ResultStore
+from .store import ResultStore, resolve_out
 from .worker import CaseResult, Job
 
 #: The scheduler's estimate for a wait case (an idle interpreter).
@@ -55,12 +55,13 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepSummary:
         from .ray_executor import check_ray_available
 
         check_ray_available()
-    held = input_holding(Path(options.out).resolve(), spec)
+    out = resolve_out(options.out)  # once: every check and write below uses this path
+    held = input_holding(out, spec)
     if held is not None:
         raise UserError(f"--out {options.out}: is, or lies inside, an input of this sweep ({held})")
     if options.junit is not None:
-        check_junit_target(options.junit, out=options.out, spec=spec, force=options.force)
-    store = ResultStore(options.out)
+        check_junit_target(options.junit, out=out, spec=spec, force=options.force)
+    store = ResultStore(out)
     try:
         summary = _run(spec, cases, options, store)
     finally:

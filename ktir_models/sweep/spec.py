@@ -176,7 +176,8 @@ def _axes(entry: dict[str, Any], where: str) -> list[tuple[str, list[Any]]]:
     """The entry's fields as (name, values) axes, every value type-checked; nothing built yet."""
     for key in entry:
         if key not in _FIELD_TYPES:
-            raise UserError(f"{where}: unknown field {show(key)} (known: {', '.join(_FIELD_TYPES)})")
+            raise UserError(f"{where}: unknown field {show(key)} "
+                            f"(known: {', '.join(_FIELD_TYPES)})")
     if "model" not in entry and entry.get("kind") != WAIT:
         raise UserError(f"{where}: field 'model' is missing")
     axes = [(k, v if isinstance(v, list) else [v]) for k, v in entry.items()]

@@ -56,9 +56,7 @@ class ResultStore:
 
     def __init__(self, root: Path, run_id: str | None = None) -> None:
         self.run_id = run_id or secrets.token_hex(6)
-        if os.path.islink(root) and not os.path.exists(root):
-            raise UserError(f"--out {root}: is a symlink to nothing; refusing to follow it")
-        self.root = Path(root).resolve()
+        self.root = resolve_out(root)
         self.cases_dir = self.root / CASES
         self._fds: list[int] = []
         try:
@@ -132,7 +130,8 @@ class ResultStore:
                 _unlink(tmp, dir_fd)
                 raise
         except OSError as exc:
-            raise UserError(f"--out {self.root}: cannot write {where}: {exc.strerror or exc}") from None
+            raise UserError(f"--out {self.root}: cannot write {where}: "
+                            f"{exc.strerror or exc}") from None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -232,6 +231,13 @@ class ResultStore:
         if not (_is_summary(raw) if name == SUMMARY else raw.startswith(_REPORT_HEAD)):
             raise UserError(f"{where}: is not a report this sweep wrote; refusing to overwrite it "
                             "(move it away, or choose another --out)")
+
+
+def resolve_out(out: Path) -> Path:
+    """``--out`` as an absolute path without symlinks (a symlink to nothing is refused)."""
+    if os.path.islink(out) and not os.path.exists(out):
+        raise UserError(f"--out {out}: is a symlink to nothing; refusing to follow it")
+    return Path(out).resolve()
 
 
 def _remove_temporaries(dir_fd: int, run_id: str) -> None:

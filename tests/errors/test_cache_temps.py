@@ -77,8 +77,11 @@ def test_sigkill_during_the_first_write_leaves_an_orphan_the_next_run_removes(tm
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root)])
     parent = root / "synthetic"
     deadline = time.time() + 600  # a safety net only: the partial file always comes
-    while time.time() < deadline and not (parent.is_dir() and any(
-            (p / "model.safetensors").is_file() for p in parent.iterdir() if p.name.startswith("."))):
+    def partial_written():
+        return parent.is_dir() and any((p / "model.safetensors").is_file()
+                                       for p in parent.iterdir() if p.name.startswith("."))
+
+    while time.time() < deadline and not partial_written():
         time.sleep(0.05)
     writer.send_signal(signal.SIGKILL)
     writer.wait()

@@ -76,7 +76,8 @@ def _value(value) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_value(v) for v in value if v is not None) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items() if v is not None) + "}"
+        items = (f"{_key(k)} = {_value(v)}" for k, v in value.items() if v is not None)
+        return "{" + ", ".join(items) + "}"
     return json.dumps(str(value))
 
 
@@ -129,8 +130,9 @@ def test_sweep_specs(data):
             spec.write_text(toml_text(mutate_json(data, BASE_SPEC)))
         out, junit = work / "out", work / "junit.xml"
         before = snapshot(work)
-        result = fuzz_case("sweep spec", ["sweep", spec, "--out", out, "--junit", junit, "--quiet", "--jobs", "2",
-                                          *CASE_TIMEOUT], [spec])
+        argv = ["sweep", spec, "--out", out, "--junit", junit, "--quiet", "--jobs", "2",
+                *CASE_TIMEOUT]
+        result = fuzz_case("sweep spec", argv, [spec])
         after = snapshot(work)
         assert {p for p in after if not p.startswith(str(out))} - set(before) <= {str(junit)}
         check_sweep_outputs(result, out, junit if result.code != 2 else None, created_out=True)
@@ -144,12 +146,14 @@ QUICK_SPEC = '[[matrix]]\nmodel = "no-such-model"\nid = "w"\nexpect = "error"\n'
 #: What --out / --junit point at: names of things set up in each case's private folder.
 TARGETS = ["new", "new/deeper/x", "empty-dir", "sweep-dir", "user-dir", "spec.toml", "input-dir",
            "input-dir/config.json", "notes.txt", "fifo", "link-to-dir", "link-to-file", "dangling",
-           "sweep-dir/junit.xml", "sweep-dir/summary.json", "sweep-dir/cases", "sweep-dir/cases/w.json",
+           "sweep-dir/junit.xml", "sweep-dir/summary.json", "sweep-dir/cases",
+           "sweep-dir/cases/w.json",
            "linked-cases", "linked-lock", "/dev/null"]
 
 
 def _set_up(work: Path) -> None:
-    (work / "spec.toml").write_text(QUICK_SPEC.replace('"no-such-model"', f'"{work / "input-dir"}"'))
+    # the case's model is input-dir: a directory the sweep reads (it does not resolve as a model)
+    (work / "spec.toml").write_text(QUICK_SPEC.replace("no-such-model", str(work / "input-dir")))
     (work / "empty-dir").mkdir()
     (work / "user-dir").mkdir()
     (work / "user-dir" / "thesis.tex").write_text("mine")
@@ -184,7 +188,8 @@ USABLE_JUNIT = [None, "new-junit.xml", "sweep-dir/junit.xml", "notes.txt"]
 
 @fuzz(60)
 @given(out_name=st.sampled_from(USABLE_OUT) | st.sampled_from(TARGETS),
-       junit_name=st.sampled_from(USABLE_JUNIT) | st.sampled_from(TARGETS + [None]), force=st.booleans())
+       junit_name=st.sampled_from(USABLE_JUNIT) | st.sampled_from(TARGETS + [None]),
+       force=st.booleans())
 def test_sweep_output_targets(out_name, junit_name, force):
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
@@ -200,7 +205,8 @@ def test_sweep_output_targets(out_name, junit_name, force):
         usable = (not existed and out.parent.is_dir()) or (out.is_dir() and (
             not any(out.iterdir()) or (out / ".ktir-sweep").is_file())) and not out.is_symlink()
         junit_existed = junit is not None and os.path.lexists(junit)
-        result = fuzz_case("sweep outputs", argv, [work / "spec.toml", work / "input-dir", work / "elsewhere"])
+        inputs = [work / "spec.toml", work / "input-dir", work / "elsewhere"]
+        result = fuzz_case("sweep outputs", argv, inputs)
         after = snapshot(work)
         root = os.path.realpath(out)
         written = {p for p in set(after) | set(before) if after.get(p) != before.get(p)}
@@ -213,6 +219,7 @@ def test_sweep_output_targets(out_name, junit_name, force):
             assert usable, out_name
             check_sweep_outputs(result, Path(root), junit, created_out=not existed)
         if junit_existed and result.code != 2:
-            # over an existing file: never an input or a special file; an unrelated one only with --force
+            # over an existing file: never an input or a special file; an unrelated one only
+            # with --force
             assert junit_name in ("notes.txt", "link-to-file"), junit_name
             assert force

@@ -141,7 +141,8 @@ def _assert_no_case_outlives(sweep_pid: int) -> None:
         alive = []
         for p in psutil.process_iter(["pid"]):
             try:
-                if p.environ().get("KTIR_SWEEP_PARENT") == str(sweep_pid) and p.status() != psutil.STATUS_ZOMBIE:
+                ours = p.environ().get("KTIR_SWEEP_PARENT") == str(sweep_pid)
+                if ours and p.status() != psutil.STATUS_ZOMBIE:
                     alive.append(p.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue

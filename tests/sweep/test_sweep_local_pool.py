@@ -68,8 +68,9 @@ def _kill_when_all_alive(case_ids: set[str], seen: list[int]) -> None:
         for proc in psutil.process_iter(["pid"]):
             try:
                 env = proc.environ()
-                if env.get("KTIR_SWEEP_PARENT") == str(os.getpid()) and env.get("KTIR_SWEEP_CASE") in case_ids:
-                    found[env["KTIR_SWEEP_CASE"]] = proc
+                case = env.get("KTIR_SWEEP_CASE")
+                if env.get("KTIR_SWEEP_PARENT") == str(os.getpid()) and case in case_ids:
+                    found[case] = proc
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         if set(found) == case_ids:

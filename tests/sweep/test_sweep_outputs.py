@@ -74,7 +74,8 @@ def test_out_holding_other_files_is_refused(tmp_path):
     before = tree_digest(out)
     r = _sweep(_spec(tmp_path), out)
     assert_user_error(r, f"--out {out}", "holds files not written by a sweep", "'report.md'")
-    assert tree_digest(out) == before and sorted(p.name for p in out.iterdir()) == ["report.md", "summary.json"]
+    assert tree_digest(out) == before
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "summary.json"]
 
 
 def test_a_sweep_folder_keeps_a_users_files_and_temporaries(tmp_path):
@@ -83,7 +84,8 @@ def test_a_sweep_folder_keeps_a_users_files_and_temporaries(tmp_path):
     (out / "cases" / ".tmp-mine").write_text("mine too")
     r = _sweep(tmp_path / "spec.toml", out)  # the sweep's own reports are replaced
     assert r.code == 0, r.stderr
-    assert (out / "notes.txt").read_text() == "mine" and (out / "cases" / ".tmp-mine").read_text() == "mine too"
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "cases" / ".tmp-mine").read_text() == "mine too"
     # a report.md that is not the sweep's is never overwritten
     (out / "report.md").write_text("my own notes\n")
     r = _sweep(tmp_path / "spec.toml", out)
@@ -103,7 +105,8 @@ def _forward_spec(tmp_path: Path) -> tuple[Path, Path, Path]:
     program = tmp_path / "program"
     shutil.copytree(FIXTURES / "models" / "tiny-mha", model)
     shutil.copytree(FIXTURES / "tiny-mha-decode", program)
-    spec = _spec(tmp_path, f'[[matrix]]\nmodel = "{model}"\nprogram = "{program}"\ngolden = "vendored"\n')
+    spec = _spec(tmp_path, f'[[matrix]]\nmodel = "{model}"\nprogram = "{program}"\n'
+                           'golden = "vendored"\n')
     return spec, model, program
 
 
@@ -127,14 +130,15 @@ def test_junit_at_an_unrelated_file_or_a_directory_is_refused(tmp_path):
     thesis = tmp_path / "thesis.tex"
     thesis.write_text("\\documentclass{article}\n")
     junit_like = tmp_path / "other.xml"
-    junit_like.write_text('<?xml version="1.0"?>\n<testsuites><testsuite name="x"><testcase classname="mine" '
-                          'name="t"/></testsuite></testsuites>\n')
+    junit_like.write_text('<?xml version="1.0"?>\n<testsuites><testsuite name="x">'
+                          '<testcase classname="mine" name="t"/></testsuite></testsuites>\n')
     before = tree_digest(thesis, junit_like)
     out = tmp_path / "out"
     for path in (thesis, junit_like):
         assert_user_error(_sweep(spec, out, "--junit", path), f"--junit {path}",
                           "not a JUnit report of a sweep", "--force")
-    assert_user_error(_sweep(spec, out, "--junit", tmp_path), f"--junit {tmp_path}", "is a directory")
+    r = _sweep(spec, out, "--junit", tmp_path)
+    assert_user_error(r, f"--junit {tmp_path}", "is a directory")
     assert_user_error(_sweep(spec, out, "--junit", out / "summary.json"), "a file the sweep writes")
     assert tree_digest(thesis, junit_like) == before and not out.exists()
     # with --force an unrelated file is replaced (as `run --out` does); the report is complete
@@ -156,11 +160,12 @@ def test_junit_replaces_its_own_report(tmp_path):
 
 def test_a_300_character_case_id_is_a_bounded_safe_file_name(tmp_path):
     long_id = "x" * 150 + "/../" + "y" * 146
-    spec = _spec(tmp_path, f'[[matrix]]\nmodel = "no-such-model"\nexpect = "error"\nid = "{long_id}"\n'
-                           f'[[matrix]]\nmodel = "no-such-model"\nexpect = "error"\nlabel = "{"z" * 300}"\n')
+    entry = '[[matrix]]\nmodel = "no-such-model"\nexpect = "error"\n'
+    spec = _spec(tmp_path, f'{entry}id = "{long_id}"\n{entry}label = "{"z" * 300}"\n')
     ids = [c.id for c in load_spec(spec).cases]
     assert all(len(i) == MAX_ID_CHARS and "/" not in i for i in ids)
-    assert ids[0].startswith("x" * 100) and ids[1].startswith("no-such-model.emit-decode.w-hub.g-auto.zzz")
+    assert ids[0].startswith("x" * 100)
+    assert ids[1].startswith("no-such-model.emit-decode.w-hub.g-auto.zzz")
     out = tmp_path / "out"
     r = _sweep(spec, out)
     assert r.code == 0, r.stderr
@@ -188,5 +193,5 @@ def test_nothing_is_written_outside_out(tmp_path):
         os.chdir(cwd)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml", "work"]
     assert [p.name for p in work.iterdir()] == ["out"]
-    assert sorted(p.name for p in (work / "out").iterdir()) == [".ktir-sweep", ".lock", "cases", "report.md",
-                                                                 "summary.json"]
+    assert sorted(p.name for p in (work / "out").iterdir()) == [
+        ".ktir-sweep", ".lock", "cases", "report.md", "summary.json"]

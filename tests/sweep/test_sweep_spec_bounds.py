@@ -42,16 +42,19 @@ def test_non_utf8_spec_is_located(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("text", [
-    "a = " + "[" * 5000 + "]" * 5000 + "\n",
-    "a = " + "{b = " * 5000 + "1" + "}" * 5000 + "\n",
-    "[[matrix]]\nmodel = " + "[" * (MAX_SPEC_DEPTH + 1) + '"m"' + "]" * (MAX_SPEC_DEPTH + 1) + "\n",
-    "a" + ".a" * 5000 + " = 1\n",  # dotted keys nest without a bracket
-    "[" + ".".join(["t"] * 5000) + "]\n",
+@pytest.mark.parametrize("text, line", [
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", 1),
+    ("a = " + "{b = " * 5000 + "1" + "}" * 5000 + "\n", 1),
+    ("[[matrix]]\nmodel = " + "[" * (MAX_SPEC_DEPTH + 1) + '"m"' + "]" * (MAX_SPEC_DEPTH + 1) + "\n", 2),
+    ("a" + ".a" * 5000 + " = 1\n", None),  # dotted keys nest without a bracket
+    ("[" + ".".join(["t"] * 5000) + "]\n", None),
 ], ids=["arrays-5000", "inline-tables-5000", "just-over", "dotted-keys-5000", "table-header-5000"])
-def test_deep_toml_is_refused_before_it_recurses(tmp_path, text):
+def test_deep_toml_is_refused_before_it_recurses(tmp_path, text, line):
+    """Brackets are counted on the text (the line is named) before the parser recurses; dotted
+    keys and headers, which nest without recursion, on the parsed document."""
     path = write(tmp_path, text)
-    refused(path, f"nested more than {MAX_SPEC_DEPTH} levels deep")
+    where = f"{path}:{line}: " if line else f"{path}: "
+    refused(path, f"{where}nested more than {MAX_SPEC_DEPTH} levels deep")
     assert_user_error(run_cli("sweep", path, "--out", tmp_path / "o"), "nested more than")
 
 
@@ -69,23 +72,24 @@ def test_oversized_spec_is_refused(tmp_path):
 
 def test_a_trillion_cases_are_counted_and_refused_before_any_is_built(tmp_path, monkeypatch):
     axis = "[" + ", ".join(str(i + 1) for i in range(1000)) + "]"
-    path = write(tmp_path, f"[[matrix]]\nmodel = \"stories260k\"\ntokens = {axis}\npast = {axis}\nseed = {axis}\n"
-                           f"repeat = {axis}\n")
+    path = write(tmp_path, f'[[matrix]]\nmodel = "stories260k"\ntokens = {axis}\npast = {axis}\n'
+                           f"seed = {axis}\nrepeat = {axis}\n")
     built = []
     monkeypatch.setattr(spec_module, "_case", lambda *a: built.append(a))
     monkeypatch.setattr(spec_module, "_expand", lambda *a: built.append(a) or [])
     refused(path, f"more than {MAX_CASES} cases", "(1000000000000 up to this entry)")
     assert built == []
     # the count runs over all entries before the first is expanded
-    path = write(tmp_path, '[[matrix]]\nmodel = "n"\n' + f'[[matrix]]\nmodel = "m"\ntokens = {axis}\n'
-                           f"seed = {axis}\n", "two.toml")
+    path = write(tmp_path, '[[matrix]]\nmodel = "n"\n'
+                           f'[[matrix]]\nmodel = "m"\ntokens = {axis}\nseed = {axis}\n', "two.toml")
     refused(path, "[[matrix]] 2: the spec expands to more than", "(1000001 up to this entry)")
     assert built == []
 
 
 def test_the_case_bound_itself_is_accepted(tmp_path, monkeypatch):
     monkeypatch.setattr(spec_module, "MAX_CASES", 6)
-    spec = load_spec(write(tmp_path, '[[matrix]]\nmodel = "m"\ntokens = [1, 2, 3]\npast = [1, 2]\n'))
+    spec = load_spec(write(tmp_path, '[[matrix]]\nmodel = "m"\ntokens = [1, 2, 3]\n'
+                                     'past = [1, 2]\n'))
     assert len(spec.cases) == 6
 
 
@@ -94,8 +98,8 @@ def test_a_fifo_spec_is_refused_without_waiting(tmp_path):
     os.mkfifo(fifo)
     refused(fifo, "the sweep spec is a FIFO")
     # as a real process, in case a regression blocks: the timeout only keeps the suite alive
-    proc = subprocess.run([sys.executable, "-m", "ktir_models", "sweep", str(fifo), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    argv = [sys.executable, "-m", "ktir_models", "sweep", str(fifo), "--out", str(tmp_path / "o")]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert proc.returncode == 2 and "is a FIFO" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -119,12 +123,16 @@ def test_timeouts_must_be_finite_and_positive(tmp_path, value):
 
 
 def test_a_wait_case_takes_only_its_own_fields(tmp_path):
-    refused(write(tmp_path, '[[matrix]]\nkind = "wait"\nmodel = "m"\n'), 'model: not an option of kind = "wait"')
-    refused(write(tmp_path, '[[matrix]]\nkind = ["wait", "forward"]\nmodel = "m"\n'), "model: not an option")
-    case = load_spec(write(tmp_path, '[[matrix]]\nkind = "wait"\ntimeout = 2\nmemory_limit = "1MiB"\n')).cases[0]
+    refused(write(tmp_path, '[[matrix]]\nkind = "wait"\nmodel = "m"\n'),
+            'model: not an option of kind = "wait"')
+    refused(write(tmp_path, '[[matrix]]\nkind = ["wait", "forward"]\nmodel = "m"\n'),
+            "model: not an option")
+    spec = write(tmp_path, '[[matrix]]\nkind = "wait"\ntimeout = 2\nmemory_limit = "1MiB"\n')
+    case = load_spec(spec).cases[0]
     assert (case.id, case.timeout, case.memory_limit) == ("wait", 2.0, 1 << 20)
 
 
 def test_long_values_are_abridged_in_messages(tmp_path):
-    message = refused(write(tmp_path, f'[[matrix]]\nmodel = "m"\nmode = "{"x" * 100_000}"\n'), "mode = ")
+    path = write(tmp_path, f'[[matrix]]\nmodel = "m"\nmode = "{"x" * 100_000}"\n')
+    message = refused(path, "mode = ")
     assert len(message) < 400
