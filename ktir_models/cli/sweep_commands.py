@@ -36,31 +36,27 @@ def sweep(
         "sources", "--project-key",
         help="What of ktir-models a result key covers: sources (its code: any edit reruns all) or version.",
     ),
+    force: bool = typer.Option(
+        False, "--force",
+        help="Let --junit replace an existing file that is not a sweep's JUnit report.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Run every case of SPEC.toml, each in its own process, reusing results stored in --out."""
     from ..errors import Mismatch
     from ..sweep import SweepOptions, load_spec, run_sweep
     from ..sweep.keys import PROJECT_KEYS
+    from ..sweep.spec import check_timeout
 
     if project_key not in PROJECT_KEYS:
         raise UserError(f"--project-key {project_key}: expected {' or '.join(PROJECT_KEYS)}")
-
-    if timeout is not None and timeout <= 0:
-        raise UserError(f"--timeout {timeout}: expected a positive number of seconds")
-    if junit is not None and not junit.parent.is_dir() and junit.parent.resolve() != out.resolve():
-        raise UserError(f"--junit {junit}: directory {junit.parent} does not exist")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a directory")
+    if timeout is not None:
+        check_timeout(timeout, "--timeout")
     spec = load_spec(spec_path)
     summary = run_sweep(spec, SweepOptions(out=out, ray=ray, jobs=jobs, timeout=timeout, only=only,
                                            retry_failed=retry_failed, progress=not quiet,
-                                           project_key=project_key))
+                                           project_key=project_key, junit=junit, force=force))
     print(summary.render())
-    if junit is not None:
-        from ..sweep.junit import write_junit
-
-        write_junit(summary, junit)
     print(f"results in {out} (summary.json, report.md)" + (f", JUnit in {junit}" if junit else ""), file=sys.stderr)
     unexpected = summary.unexpected
     if unexpected:

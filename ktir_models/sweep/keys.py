@@ -10,6 +10,7 @@ A key is the sha256 of a canonical JSON record of:
   hub weights by repo id and revision, synthetic weights by seed;
 * a golden file by content;
 * the case's options (:meth:`Case.options`: mode, tokens, back end, timeout, ...);
+* (a wait case reads nothing: its key is its options and the project alone);
 * the project: its version and, by default (``project="sources"``), a hash of its own source
   files, so an emulator or emitter edit reruns everything; ``project="version"`` keys on the
   version string only (results survive edits of a checkout); and the versions of numpy /
@@ -28,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .spec import EMIT, GOLDEN_KEYWORDS, Case
+from .spec import EMIT, GOLDEN_KEYWORDS, WAIT, Case
 
 CONTENT_LIMIT = 64 << 20
 PROJECT_KEYS = ("sources", "version")
@@ -42,6 +43,9 @@ def forget() -> None:
 
 
 def case_key(case: Case, project: str = "sources") -> str:
+    if case.kind == WAIT:
+        record = {"wait": case.options(), "project": project_identity(project == "sources")}
+        return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
     record = {
         "program": _program_identity(case),
         "model": _model_identity(case.model),

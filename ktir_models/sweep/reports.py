@@ -8,11 +8,9 @@ included, so a resumed sweep reports exactly what an uninterrupted one would (it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .spec import VERDICTS
-from .store import write_json_atomic, write_text_atomic
 from .worker import CaseResult
 
 SLOWEST = 5
@@ -113,10 +111,6 @@ class SweepSummary:
             cause = _one_line(r.cause).replace("|", "\\|")
             out.append(f"| `{r.case_id}` | {verdict} | {r.expect} | {r.seconds:.1f} | {metric} | {cause} |")
         return "\n".join(out) + "\n"
-
-    def write(self, directory: Path) -> None:
-        write_json_atomic(Path(directory) / "summary.json", self.to_json())
-        write_text_atomic(Path(directory) / "report.md", self.markdown())
 
 
 def _one_line(text: str | None, limit: int = 160) -> str:

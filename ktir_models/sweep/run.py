@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import UserError
+from .inputs import input_holding
+from .junit import check_junit_target, write_junit
 from .keys import case_key, forget
-from .memory import estimate_bytes
+from .memory import MiB, estimate_bytes
 from .reports import SweepSummary
-from .spec import EMIT, Case, SweepSpec
-from .store import ResultStore
+from .spec import EMIT, WAIT, Case, SweepSpec
+from .store import ResultStore, resolve_out
 from .worker import CaseResult, Job
+
+#: The scheduler's estimate for a wait case (an idle interpreter).
+WAIT_MEMORY = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,12 @@ class SweepOptions:
     retry_failed: bool = False
     progress: bool = True
     project_key: str = "sources"  # keys.PROJECT_KEYS: what of ktir-models itself a key covers
+    junit: Path | None = None  # also write JUnit XML here
+    force: bool = False  # --junit may replace a file that is not a sweep's JUnit report
 
 
 def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepSummary:
+    """Run the selected cases; every output is checked (junit.py, store.py) before any case runs."""
     cases = spec.select(options.only)
     if not cases:
         raise UserError(f"--only {options.only}: matches none of the {len(spec.cases)} cases of {spec.path}")
@@ -48,16 +55,25 @@ def run_sweep(spec: SweepSpec, options: SweepOptions) -> SweepSummary:
         from .ray_executor import check_ray_available
 
         check_ray_available()
-    store = ResultStore(options.out)
+    out = resolve_out(options.out)  # once: every check and write below uses this path
+    held = input_holding(out, spec)
+    if held is not None:
+        raise UserError(f"--out {options.out}: is, or lies inside, an input of this sweep ({held})")
+    if options.junit is not None:
+        check_junit_target(options.junit, out=out, spec=spec, force=options.force)
+    store = ResultStore(out)
     try:
-        return _run(spec, cases, options, store)
+        summary = _run(spec, cases, options, store)
     finally:
         store.close()
+    if options.junit is not None:
+        write_junit(summary, options.junit)
+    return summary
 
 
 def _run(spec: SweepSpec, cases: tuple[Case, ...], options: SweepOptions, store: ResultStore) -> SweepSummary:
     forget()
-    run_id = uuid.uuid4().hex[:12]
+    run_id = store.run_id
     start = time.time()
 
     final: dict[str, CaseResult] = {}
@@ -107,13 +123,15 @@ def _run(spec: SweepSpec, cases: tuple[Case, ...], options: SweepOptions, store:
 
     summary = SweepSummary(name=spec.name, spec=str(spec.path), run_id=run_id, executor=executor,
                            seconds=time.time() - start, results=[final[c.id] for c in cases], reused=reused)
-    summary.write(store.root)
+    store.write_report(summary.to_json(), summary.markdown())
     return summary
 
 
 def _memory(case: Case) -> int:
     if case.memory is not None:
         return case.memory
+    if case.kind == WAIT:
+        return WAIT_MEMORY
     uses_torch = case.backend == "torch" or case.kind == "generate" or case.golden == "live" or (
         case.golden == "auto" and (case.program == EMIT or not (Path(case.program) / "golden.f16.gz").is_file()))
     return estimate_bytes(_parameters(case.model), torch=uses_torch, mode=case.mode, tokens=case.tokens)

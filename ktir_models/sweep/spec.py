@@ -21,22 +21,33 @@ order the fields are written. Invariants:
 * ``program`` is always a path, ``weights`` and ``golden`` are keywords or else paths; ``model``
   is a path only when it starts with ``./``, ``../``, ``/`` or ``~`` (else a registry name or a
   repo id). Paths are resolved against the spec file's directory and stored absolute, so a case
-  runs the same from any working directory and on any machine that sees the same paths.
+  runs the same from any working directory and on any machine that sees the same paths;
+* reading is bounded (:mod:`.spec_reader`): a spec is a regular file of at most
+  ``MAX_SPEC_BYTES`` UTF-8 bytes nested at most ``MAX_SPEC_DEPTH`` deep, and the number of cases
+  it expands to is counted from its axes before any case is built (at most ``MAX_CASES``);
+* a case id is a safe file name of at most ``MAX_ID_CHARS`` characters (letters, digits and
+  ``._=+@-``, never starting with ``.`` or ``-``); a longer one keeps its head and ends in a hash
+  of the whole, so distinct ids stay distinct;
+* ``kind = "wait"`` is a case that never finishes on its own (its process waits on a pipe no one
+  writes): it checks the sweep's own timeout, memory limit and kill handling with certainty.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import math
 import re
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
 from .memory import parse_size
+from .spec_reader import read_spec, show
 
-KINDS = ("forward", "generate")
+KINDS = ("forward", "generate", "wait")
+WAIT = "wait"
 VERDICTS = ("pass", "fail", "error")
 EMIT = "emit"
 WEIGHTS_KEYWORDS = ("hub", "synthetic")
@@ -51,7 +62,12 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "label": (str,), "id": (str,), "prompt": (str,),
 }
 _TOP_LEVEL = ("name", "timeout", "defaults", "matrix")
+# what a wait case may set: it runs nothing, so model, program and the pass's options mean nothing
+_WAIT_FIELDS = ("kind", "timeout", "memory", "memory_limit", "cpus", "expect", "label", "id")
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._=+@-]+")
+MAX_CASES = 10_000
+MAX_ID_CHARS = 120
+_ID_HASH_CHARS = 12
 
 
 @dataclass(frozen=True)
@@ -114,18 +130,14 @@ class SweepSpec:
 def load_spec(path: Path) -> SweepSpec:
     """Parse and expand a sweep spec; every problem is one UserError naming file and entry."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the sweep spec: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: invalid TOML: {exc}") from None
+    data = read_spec(path)
     unknown = sorted(set(data) - set(_TOP_LEVEL))
     if unknown:
-        raise UserError(f"{path}: unknown top-level key {unknown[0]!r} (expected {', '.join(_TOP_LEVEL)})")
+        raise UserError(f"{path}: unknown top-level key {show(unknown[0])} "
+                        f"(expected {', '.join(_TOP_LEVEL)})")
     name = data.get("name", path.stem)
     if not isinstance(name, str) or not name:
-        raise UserError(f"{path}: name: expected a non-empty string, got {name!r}")
+        raise UserError(f"{path}: name: expected a non-empty string, got {show(name)}")
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise UserError(f"{path}: [defaults] must be a table")
@@ -135,13 +147,23 @@ def load_spec(path: Path) -> SweepSpec:
     if not isinstance(entries, list) or not entries:
         raise UserError(f"{path}: no [[matrix]] entries (a spec needs at least one)")
     base = path.resolve().parent
-    cases: list[Case] = []
-    seen: dict[str, str] = {}
+    # every entry's axes are checked and the cases counted before any case is built
+    planned: list[tuple[str, list[tuple[str, list[Any]]]]] = []
+    total = 0
     for index, entry in enumerate(entries, start=1):
         where = f"{path} [[matrix]] {index}"
         if not isinstance(entry, dict):
             raise UserError(f"{where}: expected a table")
-        for case in _expand({**defaults, **entry}, where, base):
+        axes = _axes({**defaults, **entry}, where)
+        total += math.prod(len(values) for _, values in axes)
+        if total > MAX_CASES:
+            raise UserError(f"{where}: the spec expands to more than {MAX_CASES} cases "
+                            f"({total} up to this entry); split it or use fewer axis values")
+        planned.append((where, axes))
+    cases: list[Case] = []
+    seen: dict[str, str] = {}
+    for where, axes in planned:
+        for case in _expand(axes, where, base):
             if case.id in seen:
                 raise UserError(f"{where}: case id {case.id!r} repeats one of {seen[case.id]} "
                                 "(give one of them a distinct 'label')")
@@ -150,11 +172,13 @@ def load_spec(path: Path) -> SweepSpec:
     return SweepSpec(name=name, path=path.resolve(), cases=tuple(cases))
 
 
-def _expand(entry: dict[str, Any], where: str, base: Path) -> list[Case]:
+def _axes(entry: dict[str, Any], where: str) -> list[tuple[str, list[Any]]]:
+    """The entry's fields as (name, values) axes, every value type-checked; nothing built yet."""
     for key in entry:
         if key not in _FIELD_TYPES:
-            raise UserError(f"{where}: unknown field {key!r} (known: {', '.join(_FIELD_TYPES)})")
-    if "model" not in entry:
+            raise UserError(f"{where}: unknown field {show(key)} "
+                            f"(known: {', '.join(_FIELD_TYPES)})")
+    if "model" not in entry and entry.get("kind") != WAIT:
         raise UserError(f"{where}: field 'model' is missing")
     axes = [(k, v if isinstance(v, list) else [v]) for k, v in entry.items()]
     for key, values in axes:
@@ -164,10 +188,13 @@ def _expand(entry: dict[str, Any], where: str, base: Path) -> list[Case]:
             _check_type(key, value, where)
     if "id" in entry and any(len(v) > 1 for _, v in axes):
         raise UserError(f"{where}: 'id' names one case; an entry with list-valued axes uses 'label'")
-    cases = []
-    for combo in itertools.product(*(values for _, values in axes)):
-        cases.append(_case(dict(zip((k for k, _ in axes), combo)), where, base))
-    return cases
+    return axes
+
+
+def _expand(axes: list[tuple[str, list[Any]]], where: str, base: Path) -> list[Case]:
+    names = [k for k, _ in axes]
+    return [_case(dict(zip(names, combo)), where, base)
+            for combo in itertools.product(*(values for _, values in axes))]
 
 
 def _check_type(key: str, value: Any, where: str) -> None:
@@ -175,24 +202,32 @@ def _check_type(key: str, value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, types):
         wanted = " or ".join("a number" if t is float else f"a{'n' if t is int else ''} {t.__name__}"
                              for t in types)
-        raise UserError(f"{where}: {key} = {value!r}: expected {wanted}")
+        raise UserError(f"{where}: {key} = {show(value)}: expected {wanted}")
 
 
 def _case(values: dict[str, Any], where: str, base: Path) -> Case:
     kind = values.get("kind", "forward")
     if kind not in KINDS:
-        raise UserError(f"{where}: kind = {kind!r}: expected {' or '.join(KINDS)}")
+        raise UserError(f"{where}: kind = {show(kind)}: expected {', '.join(KINDS)}")
     expect = values.get("expect", "pass")
     if expect not in VERDICTS:
-        raise UserError(f"{where}: expect = {expect!r}: expected one of {', '.join(VERDICTS)}")
+        raise UserError(f"{where}: expect = {show(expect)}: expected one of {', '.join(VERDICTS)}")
     mode = values.get("mode")
     if mode is not None and mode not in ("decode", "prefill"):
-        raise UserError(f"{where}: mode = {mode!r}: expected decode or prefill")
+        raise UserError(f"{where}: mode = {show(mode)}: expected decode or prefill")
     for key, low in (("tokens", 1), ("past", 0), ("steps", 0), ("repeat", 1), ("cpus", 1)):
         if key in values and values[key] < low:
             raise UserError(f"{where}: {key} = {values[key]}: expected an integer >= {low}")
-    if "timeout" in values and values["timeout"] <= 0:
-        raise UserError(f"{where}: timeout = {values['timeout']}: expected a positive number of seconds")
+    if "timeout" in values:
+        check_timeout(values["timeout"], f"{where}: timeout =")
+    if kind == WAIT:
+        for key in values:
+            if key not in _WAIT_FIELDS:
+                raise UserError(f"{where}: {key}: not an option of kind = \"wait\" "
+                                f"(it takes {', '.join(_WAIT_FIELDS)})")
+        resolved = {k: v for k, v in values.items() if k != "id"}
+        return _with_id(Case(id="", model="", program="", origin=where, **_sized(resolved, where)),
+                        values.get("id"))
     if kind == "generate":
         for key in ("program", "mode", "past", "repeat"):
             if key in values:
@@ -201,7 +236,8 @@ def _case(values: dict[str, Any], where: str, base: Path) -> Case:
     if program != EMIT:
         program = str(_resolve(program, base, always=True))
         if not Path(program).is_dir():
-            raise UserError(f"{where}: program = {values['program']!r}: no such directory ({program})")
+            raise UserError(f"{where}: program = {show(values['program'])}: no such directory "
+                            f"({show(program)})")
         if values.get("past", 0):
             raise UserError(f"{where}: past: only for emitted programs (a program dir carries its own past)")
     resolved = dict(values)
@@ -213,15 +249,42 @@ def _case(values: dict[str, Any], where: str, base: Path) -> Case:
         resolved["weights"] = _resolve(resolved["weights"], base, always=True)
     if resolved.get("golden", "auto") not in GOLDEN_KEYWORDS:
         resolved["golden"] = _resolve(resolved["golden"], base, always=True)
-    for key in ("memory", "memory_limit"):
-        if key in resolved:
-            resolved[key] = parse_size(resolved[key], f"{where}: {key}")
-    if "timeout" in resolved:
-        resolved["timeout"] = float(resolved["timeout"])
     explicit = resolved.pop("id", None)
-    case = Case(id="", origin=where, **resolved)
-    case_id = _ID_CHARS.sub("_", explicit) if explicit else case_id_of(case)
-    return replace(case, id=case_id)
+    return _with_id(Case(id="", origin=where, **_sized(resolved, where)), explicit)
+
+
+def _sized(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Sizes in bytes and the timeout as a float."""
+    out = dict(values)
+    for key in ("memory", "memory_limit"):
+        if key in out:
+            out[key] = parse_size(out[key], f"{where}: {key}")
+    if "timeout" in out:
+        out["timeout"] = float(out["timeout"])
+    return out
+
+
+def _with_id(case: Case, explicit: str | None) -> Case:
+    return replace(case, id=safe_id(explicit) if explicit else case_id_of(case))
+
+
+def check_timeout(value: Any, what: str) -> float:
+    """A timeout is a finite, positive number of seconds (nan, inf, 0 and negatives refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise UserError(f"{what} {show(value)}: expected a finite, positive number of seconds")
+    return float(value)
+
+
+def safe_id(text: str) -> str:
+    """``text`` as a case id that is a safe file name (see the module docstring)."""
+    cleaned = _ID_CHARS.sub("_", text)
+    if cleaned.startswith((".", "-")):
+        cleaned = "_" + cleaned
+    if len(cleaned) <= MAX_ID_CHARS:
+        return cleaned
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:_ID_HASH_CHARS]
+    return cleaned[: MAX_ID_CHARS - _ID_HASH_CHARS - 1] + "-" + digest
 
 
 def _resolve(value: str, base: Path, *, always: bool) -> str:
@@ -256,7 +319,10 @@ def _golden_short(golden: str) -> str:
 
 def case_id_of(case: Case) -> str:
     """``model.program-or-shape.weights.golden[.backend@device][.repeatN][.label]``, e.g.
-    ``tiny-mha.tiny-mha-decode.w-hub.g-vendored``; made only of the case's own values."""
+    ``tiny-mha.tiny-mha-decode.w-hub.g-vendored`` (a wait case: ``wait[.label]``); made only of
+    the case's own values."""
+    if case.kind == WAIT:
+        return safe_id(".".join([WAIT] + ([case.label] if case.label else [])))
     # a prompt sets the pass's tokens (and a forward's mode): only explicit shape fields show then
     prompted = case.prompt is not None
     if case.kind == "generate":
@@ -280,4 +346,4 @@ def case_id_of(case: Case) -> str:
         parts.append(f"repeat{case.repeat}")
     if case.label:
         parts.append(case.label)
-    return _ID_CHARS.sub("_", ".".join(parts))
+    return safe_id(".".join(parts))

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .memory import rss_bytes
-from .spec import EMIT, Case
+from .spec import EMIT, WAIT, Case
 
 TAIL_CHARS = 4000
 POLL_SECONDS = 0.1
@@ -97,7 +97,10 @@ class CaseResult:
 
 
 def case_argv(case: Case, report_path: Path) -> list[str]:
-    """The command line of the case process (the project's own CLI)."""
+    """The command line of the case process (the project's own CLI; a wait case: child.py's
+    wait, which never ends on its own)."""
+    if case.kind == WAIT:
+        return [sys.executable, "-m", "ktir_models.sweep.child", WAIT]
     argv = [sys.executable, "-m", "ktir_models.sweep.child", case.kind, case.model]
     if case.kind == "generate":
         if case.tokens is not None:

@@ -53,12 +53,21 @@ def test_new_temp_dirs_record_host_and_pid(tmp_path):
     assert not is_stale(path)
 
 
+# The writer writes part of its checkpoint and then waits on a pipe no one writes: it is killed
+# mid-write on any machine, however fast.
 WRITER = """
+import os
 import sys
 from pathlib import Path
-from ktir_models.model.synthetic import ensure_synthetic, tiny_config
-cfg = tiny_config(vocab_size=200000, hidden_size=256, intermediate_size=1024)
-ensure_synthetic("big", cfg, seed=1, cache_root=Path(sys.argv[1]))
+from ktir_models.model import synthetic
+
+def stuck(directory, *args, **kwargs):
+    (Path(directory) / "model.safetensors").write_bytes(b"partial")
+    read_end, _write_end = os.pipe()
+    os.read(read_end, 1)
+
+synthetic.write_synthetic = stuck
+synthetic.ensure_synthetic("big", synthetic.tiny_config(), seed=1, cache_root=Path(sys.argv[1]))
 """
 
 
@@ -67,10 +76,13 @@ def test_sigkill_during_the_first_write_leaves_an_orphan_the_next_run_removes(tm
     root = tmp_path / "cache"
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root)])
     parent = root / "synthetic"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (parent.is_dir() and any(p.name.startswith(".") for p in parent.iterdir())):
+    deadline = time.time() + 600  # a safety net only: the partial file always comes
+    def partial_written():
+        return parent.is_dir() and any((p / "model.safetensors").is_file()
+                                       for p in parent.iterdir() if p.name.startswith("."))
+
+    while time.time() < deadline and not partial_written():
         time.sleep(0.05)
-    time.sleep(0.3)
     writer.send_signal(signal.SIGKILL)
     writer.wait()
     orphans = [p for p in parent.iterdir() if p.name.startswith(".")]

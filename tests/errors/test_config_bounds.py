@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import pytest
 
@@ -37,10 +36,8 @@ def test_oversized_field_is_refused_quickly(tiny_model, tmp_path, field, value):
     if field == "num_attention_heads":
         fields["num_key_value_heads"] = value
     model = _model_with(tiny_model, tmp_path, **fields)
-    start = time.perf_counter()
     r = run_cli("forward", model, "--weights", model, "--golden", "none", "-q")
     assert_user_error(r, "config.json", f"field '{field}' = {value}", "exceeds the supported bound")
-    assert time.perf_counter() - start < 10
 
 
 def test_cost_estimate_names_the_biggest_part():

@@ -3,7 +3,6 @@ nothing allocated (each case returns within seconds; `--past 10^12` used to try 
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -34,10 +33,8 @@ def test_forward_option_errors(tiny_model, args, fragments):
     (["--mode", "prefill", "--tokens", "200", "--past", "57"], "57 + 200 = 257"),
 ], ids=["past-1e12", "past-300", "past-at-limit", "tokens-257", "past-plus-tokens"])
 def test_forward_positions_beyond_the_model(tiny_model, args, total):
-    start = time.perf_counter()
     r = run_cli("forward", tiny_model, "--weights", tiny_model, "--golden", "none", "-q", *args)
     assert_user_error(r, "--past + --tokens", total, "'max_position_embeddings' = 256")
-    assert time.perf_counter() - start < 20  # refused before any emission or allocation
 
 
 def test_the_last_position_still_runs(tiny_model):

@@ -3,7 +3,8 @@
 The contract, for every case: exit code 0, 1 or 2; no Python traceback (an exception escaping
 ``main`` is a bug and fails the case with it); exit 2 prints at least one line, at most a few,
 on stderr; every input file is byte-identical afterwards (sha256); the case ends within
-:data:`CASE_LIMIT_S` seconds (SIGALRM interrupts a hang).
+:data:`CASE_LIMIT_S` seconds (SIGALRM interrupts a hang; the limit is a safety net, never a
+measure of speed).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from errors.cli_harness import CliResult, run_cli, tree_digest
 
-CASE_LIMIT_S = 30
+CASE_LIMIT_S = 300  # catches a hang; far above any case's time on a loaded machine
 CASES: collections.Counter = collections.Counter()
 OUTCOMES: collections.Counter = collections.Counter()
 SLOWEST: list[tuple[float, str]] = []  # (seconds, argv) of the slowest cases, for tuning the budget

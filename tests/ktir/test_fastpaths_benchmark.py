@@ -85,7 +85,8 @@ def test_node_kinds_profile_on_tiny_model():
     passes_line = next(line for line in lines if line.startswith("passes"))
     passes = [float(word.rstrip(",")) for word in passes_line.split()[1:3]]  # "passes   2.3, 2.2 ms"
     per_kind = sum(float(line.split()[2]) for line in kinds.values())
-    assert 0 < per_kind <= max(passes) * 1.01
+    # each printed figure is rounded to 0.05 ms at most: the sum may gain that much per line
+    assert 0 < per_kind <= max(passes) * 1.01 + 0.05 * (len(kinds) + 1)
     kernel = [line for line in lines if line.startswith("kernel")]
     assert kernel and (("calls a pass" in kernel[0]) == seqmm.available())
 

@@ -2,7 +2,6 @@
 (measured with transformers on the exact SmolLM2 / Llama-3.2 architectures)."""
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -52,10 +51,9 @@ def test_cache_is_reused_and_keyed_by_config_and_seed(tmp_path, monkeypatch):
     cfg = tiny_config()
     first = ensure_synthetic("tiny", cfg, seed=1)
     assert first.parent == tmp_path / "synthetic" and first.name.startswith("tiny-")
-    stamp = (first / "model.safetensors").stat().st_mtime_ns
-    time.sleep(0.01)
+    os.utime(first / "model.safetensors", ns=(10**9, 10**9))  # a rewrite would bear a new mtime
     assert ensure_synthetic("tiny", cfg, seed=1) == first
-    assert (first / "model.safetensors").stat().st_mtime_ns == stamp  # not rewritten
+    assert (first / "model.safetensors").stat().st_mtime_ns == 10**9  # not rewritten
     assert ensure_synthetic("tiny", cfg, seed=2) != first
     assert ensure_synthetic("tiny", tiny_config(rms_norm_eps=1e-6), seed=1) != first
 
@@ -120,10 +118,7 @@ def _check_trained_look(logits, hidden_std, margins, cfg):
 
 def test_smollm2_synthetic_forward_looks_trained(tmp_path):
     cfg = resolve_model("smollm2-135m").config
-    start = time.perf_counter()
     write_synthetic(tmp_path, cfg)
-    seconds = time.perf_counter() - start
-    assert seconds < 60
     logits, hidden_std, margins = _forward_stats(tmp_path, cfg, m=16)
     _check_trained_look(logits, hidden_std, margins, cfg)
 
@@ -131,11 +126,8 @@ def test_smollm2_synthetic_forward_looks_trained(tmp_path):
 @pytest.mark.slow
 def test_llama_32_1b_synthetic_forward_looks_trained(tmp_path):
     cfg = resolve_model("llama-3.2-1b").config
-    start = time.perf_counter()
     write_synthetic(tmp_path, cfg)
-    seconds = time.perf_counter() - start
     size = (tmp_path / "model.safetensors").stat().st_size
     assert size > cfg.f16_weight_bytes  # + header
-    assert seconds < 180, f"generation took {seconds:.0f} s"
     logits, hidden_std, margins = _forward_stats(tmp_path, cfg, m=4)
     _check_trained_look(logits, hidden_std, margins, cfg)

@@ -20,7 +20,7 @@ from conftest import CI_SPEC, REPO, run_sweep_cli, stored_results, sweep_argv, s
 from ktir_models.sweep import load_spec
 
 BROKEN = "tiny-mha.tiny-mha-prefill7-rope-sign.w-hub.g-vendored"
-OVER_TIMEOUT = "tiny-mha.tiny-mha-decode.w-hub.g-vendored.repeat2000.over-timeout"
+OVER_TIMEOUT = "wait.over-timeout"
 
 
 def test_ci_spec_covers_every_verdict_kind():
@@ -74,30 +74,51 @@ def test_ray_local_cluster_gives_the_same_verdicts(ci_local, tmp_path):
     assert summary["ran"] == [c["id"] for c in summary["cases"]]  # all ran in Ray tasks, none reused
 
 
+RESUME_SPEC = f"""
+name = "resume"
+
+[[matrix]]
+kind = "wait"
+label = "held"
+expect = "error"
+
+[[matrix]]
+model = "{REPO}/fixtures/models/tiny-mha"
+program = ["{REPO}/fixtures/tiny-mha-decode", "{REPO}/fixtures/tiny-mha-prefill7"]
+golden = "vendored"
+timeout = 120
+"""
+HELD = "wait.held"
+
+
 @pytest.mark.slow
-def test_sigkilled_sweep_resumes_with_only_the_missing_cases(ci_local, tmp_path):
+def test_sigkilled_sweep_resumes_with_only_the_missing_cases(tmp_path):
+    """A wait case without a timeout holds the first sweep open, so the kill always lands while it
+    runs (never "finished before it could be killed"); the resumed sweep gives it a timeout with
+    --timeout (the other cases set their own, so their keys do not change)."""
+    spec = tmp_path / "resume.toml"
+    spec.write_text(RESUME_SPEC)
     out = tmp_path / "killed"
-    pattern = "tiny-mha.tiny-mha-"
-    # the four tiny-mha fixture-program cases (broken and over-timeout included); results keyed on
-    # the project's version, not its sources, so an edit of this checkout meanwhile reruns nothing
-    only = ("--only", pattern, "--project-key", "version")
-    proc = subprocess.Popen(sweep_argv(CI_SPEC, out, "--jobs", "2", *only), cwd=REPO, env=sweep_env(),
+    # results keyed on the project's version, not its sources, so an edit of this checkout
+    # meanwhile reruns nothing
+    keyed = ("--project-key", "version")
+    proc = subprocess.Popen(sweep_argv(spec, out, "--jobs", "2", *keyed), cwd=REPO, env=sweep_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while len(stored_results(out) if (out / "cases").is_dir() else {}) < 2:
-        assert proc.poll() is None, "the sweep finished before it could be killed"
+    deadline = time.monotonic() + 600  # a safety net only: the forwards always finish
+    while not (stored_results(out) if (out / "cases").is_dir() else {}):
+        assert proc.poll() is None, "the sweep ended while its wait case still ran"
         assert time.monotonic() < deadline
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = stored_results(out)
-    selected = [c.id for c in load_spec(CI_SPEC).select(pattern)]
-    assert len(selected) == 4
+    selected = [c.id for c in load_spec(spec).cases]
+    assert len(selected) == 3
     missing = set(selected) - set(before)
-    assert missing, "every case finished before the kill"
+    assert HELD in missing and before
     _assert_no_case_outlives(proc.pid)
 
-    resumed = run_sweep_cli(CI_SPEC, out, "--jobs", "2", *only)
+    resumed = run_sweep_cli(spec, out, "--jobs", "2", "--timeout", "1", *keyed)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     summary = json.loads((out / "summary.json").read_text())
     after = stored_results(out)
@@ -107,19 +128,21 @@ def test_sigkilled_sweep_resumes_with_only_the_missing_cases(ci_local, tmp_path)
         assert after[case_id] == doc  # kept, not redone
     new_run = {after[c]["run_id"] for c in missing}
     assert len(new_run) == 1 and new_run.isdisjoint({d["run_id"] for d in before.values()})
-    expected = verdicts(ci_local["summary"])
-    assert verdicts(summary) == {c: expected[c] for c in selected}
+    assert verdicts(summary) == {c: "error" if c == HELD else "pass" for c in selected}
+    assert after[HELD]["cause"] == "timed out after 1 s (process group killed)"
 
 
 def _assert_no_case_outlives(sweep_pid: int) -> None:
-    """The killed sweep's case processes die with it (they ask for SIGKILL on their parent's death):
-    gone within 1.5 s, where a case left running would take a few seconds to finish."""
-    deadline = time.monotonic() + 1.5
+    """The killed sweep's case processes die with it (they ask for SIGKILL on their parent's
+    death). Its wait case never ends on its own, so one left running would stay: the deadline
+    is a safety net, not a measure of speed."""
+    deadline = time.monotonic() + 120
     while True:
         alive = []
         for p in psutil.process_iter(["pid"]):
             try:
-                if p.environ().get("KTIR_SWEEP_PARENT") == str(sweep_pid):
+                ours = p.environ().get("KTIR_SWEEP_PARENT") == str(sweep_pid)
+                if ours and p.status() != psutil.STATUS_ZOMBIE:
                     alive.append(p.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue

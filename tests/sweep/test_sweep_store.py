@@ -55,14 +55,17 @@ def test_store_trusts_only_complete_results_with_the_same_key(tmp_path):
     # a half-written file (as a crash mid-write of a non-atomic writer would leave) is not trusted
     path.write_text(json.dumps(result.to_json())[:40])
     assert store.load("c1", "k1") is None
-    # a stray temporary of a killed writer is ignored and tidied away on the next open
-    stray = store.cases_dir / ".tmp-c2.json.abc"
+    # a stray temporary of a killed writer (named with its run id, which the lock file keeps) is
+    # ignored and tidied away on the next open; a file the sweep did not name is left alone
+    stray = store.cases_dir / f".tmp-{store.run_id}-c2.json.0a1b2c3d"
     stray.write_text("{")
+    foreign = store.cases_dir / ".tmp-notes"
+    foreign.write_text("mine")
     assert store.load("c2", "k1") is None
     store.close()
     ResultStore(tmp_path / "out")
-    assert not stray.exists()
-    assert sorted(p.name for p in store.cases_dir.iterdir()) == ["c1.json"]
+    assert not stray.exists() and foreign.read_text() == "mine"
+    assert sorted(p.name for p in store.cases_dir.iterdir()) == [".tmp-notes", "c1.json"]
 
 
 def test_one_sweep_at_a_time_writes_a_directory(tmp_path):
@@ -95,3 +98,23 @@ def test_key_does_not_depend_on_where_the_files_sit(tmp_path):
     forget()
     assert case_key(replace(case, program=str(moved))) == case_key(case)
     assert case_key(replace(case, program="emit")) != case_key(case)
+
+
+def test_a_temporary_is_named_for_its_run_and_never_looks_like_a_result(tmp_path, monkeypatch):
+    """A sweep killed between writing a temporary and renaming it leaves the temporary: readers
+    that list ``cases/*.json`` (and the next sweep's tidy-up, by run id) must tell it apart."""
+    import ktir_models.sweep.store as store_module
+
+    store = ResultStore(tmp_path / "out")
+    renamed = []
+
+    def fail_rename(src, dst, **kw):
+        renamed.append(src)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_module.os, "replace", fail_rename)
+    with pytest.raises(UserError, match="cannot write .*c1.json: No space left on device"):
+        store.save(CaseResult("c1", "k1", "pass", None, 0, 1.5))
+    (tmp,) = renamed
+    assert tmp.startswith(f".tmp-{store.run_id}-c1.json.") and not tmp.endswith(".json")
+    assert list(store.cases_dir.iterdir()) == []  # the failed write left nothing
