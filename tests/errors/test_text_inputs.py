@@ -4,14 +4,14 @@ template renders to the ids transformers gives."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
+
+from fuzz.harness import time_limit
 
 from .cli_harness import REPO_ROOT, assert_user_error, run_cli
 
@@ -19,21 +19,6 @@ pytest.importorskip("transformers")
 
 STORIES = REPO_ROOT / "fixtures" / "models" / "stories260k"
 PROMPT = "Once upon a time"
-
-
-@contextlib.contextmanager
-def no_hang(seconds: float = 120):
-    """A case that would block forever (a FIFO without a writer) fails instead of hanging."""
-    def expire(signum, frame):
-        raise AssertionError(f"the command blocked for {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
@@ -67,7 +52,7 @@ def test_text_that_is_not_a_regular_file_is_refused_by_stat(kind, stories, tmp_p
     path = {"dev-zero": Path("/dev/zero"), "fifo": tmp_path / "pipe", "directory": tmp_path}[kind]
     if kind == "fifo":
         os.mkfifo(path)  # no writer: opening it for reading would block
-    with no_hang():
+    with time_limit(120):  # a case that would block forever fails instead
         result = forward_text(stories, "--text", path)
     assert_user_error(result, f"--text {path}", "not a regular file")
 
@@ -172,7 +157,7 @@ def _set_template(model: Path, template) -> Path:
 def test_bad_chat_template_is_one_line_naming_its_file(case, stories):
     template, fragment = TEMPLATE_CASES[case]
     path = _set_template(stories, template)
-    with no_hang():
+    with time_limit(120):  # a case that would block forever fails instead
         result = generate_chat(stories)
     assert_user_error(result, f"{path}: ", fragment)
 
