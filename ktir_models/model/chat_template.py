@@ -160,7 +160,7 @@ def render_chat(template: Any, where: str, prompt: str, special_tokens: dict[str
         compiled = env.template_class.from_code(env, code, env.make_globals(None))
     except jinja2.TemplateSyntaxError as exc:
         raise ChatTemplateError(f"{where}: chat template line {exc.lineno}: syntax error: {exc.message}") from None
-    except (jinja2.TemplateError, RecursionError, MemoryError, ValueError) as exc:
+    except (jinja2.TemplateError, SyntaxError, RecursionError, MemoryError, ValueError) as exc:
         raise ChatTemplateError(f"{where}: chat template does not compile: {str(exc)[:200]}") from None
     context = {k: v for k, v in special_tokens.items() if isinstance(k, str) and isinstance(v, str)}
     context.update(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True,

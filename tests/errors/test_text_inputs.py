@@ -142,6 +142,7 @@ TEMPLATE_CASES = {
                       "{% endfor %}", "the rendered text passed"),
     "huge repetition": ("{{ 'ab' * 800000000 }}", "a repetition of 2 x 800000000"),
     "unsafe attribute": ("{{ messages.__class__.__mro__ }}", "is unsafe"),
+    "break outside a loop": ("{% break %}", "chat template does not compile"),  # found by the fuzz suite
 }
 
 
