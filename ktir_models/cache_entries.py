@@ -28,6 +28,7 @@ import stat
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,7 @@ DIGEST_FILE = "cache-digest.json"
 DIGEST_FORMAT = "ktir-models-cache-digest/1"
 MAX_DIGEST_BYTES = 1 << 20  # a digest lists a few hundred files at most
 HASH_CHUNK = 1 << 20  # bytes read per sha256 update (streamed: memory stays at one chunk)
+HASH_THREADS = 8  # files of one entry hashed at once (a sharded checkpoint's shards)
 DAMAGED_MARK = ".damaged-"
 
 
@@ -67,7 +69,9 @@ def cache_base(override: Path | None = None) -> Path:
 
 
 def _refuse(path: Path, problem: str) -> CacheError:
-    return CacheError(f"cache {path}: {problem}; set {CACHE_ENV} to a writable directory of your own")
+    return CacheError(
+        f"cache {path}: {problem}; set {CACHE_ENV} to a writable directory of your own"
+    )
 
 
 def _checked_dir(path: Path, create: bool) -> bool:
@@ -90,7 +94,9 @@ def _checked_dir(path: Path, create: bool) -> bool:
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(path)
         dangling = "" if os.path.exists(path) else ", which does not exist"
-        raise _refuse(path, f"is a symlink (to {target}{dangling}); the cache never writes through one")
+        raise _refuse(
+            path, f"is a symlink (to {target}{dangling}); the cache never writes through one"
+        )
     if not stat.S_ISDIR(st.st_mode):
         kind = "a regular file" if stat.S_ISREG(st.st_mode) else "a device or special file"
         raise _refuse(path, f"is {kind}, not a directory")
@@ -117,7 +123,8 @@ def _writable(folder: Path, why: str) -> None:
 
 
 def file_digest(path: Path) -> FileDigest:
-    """Size and sha256 of the regular file ``path``, streamed; symlinks are not followed (OSError)."""
+    """Size and sha256 of the regular file ``path``, streamed; a symlink is not followed
+    (OSError)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as f:
@@ -138,8 +145,7 @@ def write_digest(entry: Path) -> None:
     for p in files:
         if p.is_symlink() or not p.is_file():
             raise RuntimeError(f"cache entry {entry}: {p.name} is not a regular file")
-    record = {"format": DIGEST_FORMAT,
-              "files": [vars(file_digest(p)) for p in files]}
+    record = {"format": DIGEST_FORMAT, "files": [vars(file_digest(p)) for p in files]}
     (entry / DIGEST_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
@@ -151,15 +157,26 @@ def _recorded(entry: Path) -> list[FileDigest]:
     if len(raw) > MAX_DIGEST_BYTES:
         raise ValueError(f"{DIGEST_FILE} is larger than {MAX_DIGEST_BYTES} bytes")
     doc = json.loads(raw.decode("utf-8"))
-    if not isinstance(doc, dict) or doc.get("format") != DIGEST_FORMAT or not isinstance(doc.get("files"), list):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("format") != DIGEST_FORMAT
+        or not isinstance(doc.get("files"), list)
+    ):
         raise ValueError(f"{DIGEST_FILE} is not a digest of format {DIGEST_FORMAT}")
     out = []
     for item in doc["files"]:
         if not isinstance(item, dict) or set(item) != {"name", "size", "sha256"}:
             raise ValueError(f"{DIGEST_FILE}: malformed record {str(item)[:60]}")
         name, size, sha = item["name"], item["size"], item["sha256"]
-        if not (isinstance(name, str) and name and "/" not in name and name not in (".", "..", DIGEST_FILE)
-                and isinstance(size, int) and isinstance(sha, str) and len(sha) == 64):
+        if not (
+            isinstance(name, str)
+            and name
+            and "/" not in name
+            and name not in (".", "..", DIGEST_FILE)
+            and isinstance(size, int)
+            and isinstance(sha, str)
+            and len(sha) == 64
+        ):
             raise ValueError(f"{DIGEST_FILE}: malformed record {str(item)[:60]}")
         out.append(FileDigest(name, size, sha))
     return out
@@ -189,36 +206,49 @@ def verify_entry(entry: Path) -> str | None:
     if present != names:
         extra, missing = sorted(present - names), sorted(names - present)
         return "holds " + (f"unrecorded file {extra[0]}" if extra else f"no {missing[0]}")
-    for want in recorded:
-        try:
-            got = file_digest(entry / want.name)
-        except OSError as exc:
-            return f"{want.name}: cannot be read ({exc.strerror or exc})"
-        if got.size != want.size:
-            return f"{want.name}: {got.size} bytes, recorded {want.size}"
-        if got.sha256 != want.sha256:
-            return f"{want.name}: sha256 differs from the recorded digest"
+    workers = max(1, min(len(recorded), os.cpu_count() or 1, HASH_THREADS))
+    with ThreadPoolExecutor(max_workers=workers) as pool:  # shards hash in parallel (no GIL held)
+        problems = list(pool.map(lambda want: _file_problem(entry, want), recorded))
+    return next((p for p in problems if p is not None), None)
+
+
+def _file_problem(entry: Path, want: FileDigest) -> str | None:
+    try:
+        got = file_digest(entry / want.name)
+    except OSError as exc:
+        return f"{want.name}: cannot be read ({exc.strerror or exc})"
+    if got.size != want.size:
+        return f"{want.name}: {got.size} bytes, recorded {want.size}"
+    if got.sha256 != want.sha256:
+        return f"{want.name}: sha256 differs from the recorded digest"
     return None
 
 
 def move_aside(entry: Path, problem: str) -> Path | None:
     """Rename the damaged ``entry`` to ``<entry>.damaged-<time>-<pid>`` and say so on one stderr
     line; None when another process moved it first. A CacheError when it cannot be moved."""
-    aside = entry.with_name(f"{entry.name}{DAMAGED_MARK}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    aside = entry.with_name(
+        f"{entry.name}{DAMAGED_MARK}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    )
     try:
         os.rename(entry, aside)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _refuse(entry, f"is damaged ({problem}) and cannot be moved aside "
-                             f"({exc.strerror or exc})") from None
-    print(f"ktir-models: warning: cache entry {entry} is damaged ({problem}); moved aside to "
-          f"{aside.name}; rebuilding it", file=sys.stderr, flush=True)
+        raise _refuse(
+            entry, f"is damaged ({problem}) and cannot be moved aside " f"({exc.strerror or exc})"
+        ) from None
+    print(
+        f"ktir-models: warning: cache entry {entry} is damaged ({problem}); moved aside to "
+        f"{aside.name}; rebuilding it",
+        file=sys.stderr,
+        flush=True,
+    )
     return aside
 
 
 def ensure_entry(folder: Path, name: str, build: Callable[[Path], None]) -> Path:
-    """The verified entry ``folder/name``, built by ``build(tmp_dir)`` when it is missing or damaged.
+    """The verified entry ``folder/name``, built by ``build(tmp_dir)`` when missing or damaged.
 
     ``folder`` comes from :func:`cache_folder`. ``build`` writes the entry's files (flat) into the
     empty directory it is given; the digest is added and the directory renamed into place. When
@@ -246,8 +276,11 @@ def ensure_entry(folder: Path, name: str, build: Callable[[Path], None]) -> Path
         except OSError as exc:
             problem = verify_entry(entry)  # a concurrent writer's complete entry, or a real failure
             if problem is not None:
-                raise _refuse(entry, f"the new entry cannot be put in place ({exc.strerror or exc}; "
-                                     f"what is there {problem})") from None
+                raise _refuse(
+                    entry,
+                    f"the new entry cannot be put in place ({exc.strerror or exc}; "
+                    f"what is there {problem})",
+                ) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

@@ -60,10 +60,17 @@ def _environment(limit: int):
             if operator == "*":
                 for seq, count in ((left, right), (right, left)):
                     if sized(seq) and isinstance(count, int) and sized(seq) * count > limit:
-                        raise _Bound(f"a repetition of {sized(seq)} x {count} is larger than {limit}")
+                        raise _Bound(
+                            f"a repetition of {sized(seq)} x {count} is larger than {limit}"
+                        )
             elif operator == "+" and sized(left) + sized(right) > limit:
                 raise _Bound(f"a concatenation is larger than {limit}")
-            elif operator == "**" and isinstance(right, int) and abs(right) > 64 and left not in (0, 1, -1):
+            elif (
+                operator == "**"
+                and isinstance(right, int)
+                and abs(right) > 64
+                and left not in (0, 1, -1)
+            ):
                 raise _Bound(f"a power with exponent {right} is out of bounds")
             return super().call_binop(context, operator, left, right)
 
@@ -79,10 +86,12 @@ def _environment(limit: int):
     def checked(filter_function):  # noqa: ANN001
         """A filter that refuses the arguments calls refuse (``center(10**9)``); jinja's marks of
         the filter (``pass_context``, ...) are kept by ``wraps``."""
+
         @functools.wraps(filter_function)
         def call(*args, **kwargs):
             check_arguments(args, kwargs)
             return filter_function(*args, **kwargs)
+
         return call
 
     class Generation(Extension):
@@ -94,7 +103,9 @@ def _environment(limit: int):
         def parse(self, parser):  # noqa: ANN001
             lineno = next(parser.stream).lineno
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(
+                lineno
+            )
 
         def _body(self, caller):  # noqa: ANN001
             return caller()
@@ -102,8 +113,10 @@ def _environment(limit: int):
     def raise_exception(message):  # noqa: ANN001
         raise jinja2.exceptions.TemplateError(message)
 
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):  # noqa: ANN001
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):  # noqa
+        return json.dumps(
+            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        )
 
     env = Bounded(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
@@ -124,7 +137,9 @@ def _step_counter(limit: int):
         if event == "line":
             steps += 1
             if steps > limit:
-                raise _Bound(f"rendering ran past {limit} template steps (a loop that does not end soon)")
+                raise _Bound(
+                    f"rendering ran past {limit} template steps (a loop that does not end soon)"
+                )
         return local
 
     def tracer(frame, event, arg):  # noqa: ANN001
@@ -139,10 +154,14 @@ def template_text(template: Any, where: str) -> str:
     if isinstance(template, dict):
         template = template.get("default")
     if not isinstance(template, str):
-        raise ChatTemplateError(f"{where}: chat_template: expected a string, got {type(template).__name__}")
+        raise ChatTemplateError(
+            f"{where}: chat_template: expected a string, got {type(template).__name__}"
+        )
     if len(template) > MAX_TEMPLATE_CHARS:
-        raise ChatTemplateError(f"{where}: chat_template of {len(template)} characters "
-                                f"(at most {MAX_TEMPLATE_CHARS})")
+        raise ChatTemplateError(
+            f"{where}: chat_template of {len(template)} characters "
+            f"(at most {MAX_TEMPLATE_CHARS})"
+        )
     return template
 
 
@@ -159,12 +178,20 @@ def render_chat(template: Any, where: str, prompt: str, special_tokens: dict[str
         code = env.compile(source, filename=TEMPLATE_NAME)
         compiled = env.template_class.from_code(env, code, env.make_globals(None))
     except jinja2.TemplateSyntaxError as exc:
-        raise ChatTemplateError(f"{where}: chat template line {exc.lineno}: syntax error: {exc.message}") from None
+        raise ChatTemplateError(
+            f"{where}: chat template line {exc.lineno}: syntax error: {exc.message}"
+        ) from None
     except (jinja2.TemplateError, SyntaxError, RecursionError, MemoryError, ValueError) as exc:
-        raise ChatTemplateError(f"{where}: chat template does not compile: {str(exc)[:200]}") from None
+        raise ChatTemplateError(
+            f"{where}: chat template does not compile: {str(exc)[:200]}"
+        ) from None
     context = {k: v for k, v in special_tokens.items() if isinstance(k, str) and isinstance(v, str)}
-    context.update(messages=[{"role": "user", "content": prompt}], add_generation_prompt=True,
-                   tools=None, documents=None)
+    context.update(
+        messages=[{"role": "user", "content": prompt}],
+        add_generation_prompt=True,
+        tools=None,
+        documents=None,
+    )
     pieces: list[str] = []
     size = 0
     previous = sys.gettrace()
@@ -177,7 +204,7 @@ def render_chat(template: Any, where: str, prompt: str, special_tokens: dict[str
             pieces.append(piece)
     except _Bound as exc:
         raise ChatTemplateError(f"{where}: chat template refused: {exc}") from None
-    except Exception as exc:  # noqa: BLE001  a template's own error: raise_exception, undefined, types
+    except Exception as exc:  # noqa: BLE001  the template's own: raise_exception, undefined, types
         line = _template_line(exc)
         message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise ChatTemplateError(f"{where}: chat template{line} failed: {message}") from None

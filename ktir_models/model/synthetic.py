@@ -84,7 +84,8 @@ def synthetic_key(cfg: ModelConfig, seed: int, dtype: str) -> str:
 def synthetic_dir(name: str, cfg: ModelConfig, seed: int = 0, dtype: str = "float16", cache_root_dir: Path | None = None) -> Path:
     """Where the synthetic checkpoint of (name, cfg, seed, dtype) lives (it may not exist yet)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]  # a repo id's "/" must not nest a folder
-    return cache_root(cache_root_dir) / SYNTHETIC_FOLDER / f"{safe}-{synthetic_key(cfg, seed, dtype)}"
+    key = synthetic_key(cfg, seed, dtype)
+    return cache_root(cache_root_dir) / SYNTHETIC_FOLDER / f"{safe}-{key}"
 
 
 def ensure_synthetic(
@@ -101,7 +102,8 @@ def ensure_synthetic(
         raise UserError(f"--seed {seed}: expected an integer in [0, {2**32 - 1}]")
     folder = cache_folder(SYNTHETIC_FOLDER, cache_root)
     entry = synthetic_dir(name, cfg, seed, dtype, cache_root).name
-    return ensure_entry(folder, entry, lambda tmp: write_synthetic(tmp, cfg, seed, dtype, max_shard_bytes))
+    return ensure_entry(folder, entry,
+                        lambda tmp: write_synthetic(tmp, cfg, seed, dtype, max_shard_bytes))
 
 
 def write_synthetic(

@@ -20,10 +20,7 @@ from typing import Any
 import numpy as np
 
 from ktir_models.errors import UserError
-
-#: The most text ``--prompt`` / ``--text`` may hold, as UTF-8 bytes: about 250k tokens of English,
-#: more than any supported model's positions, and far below what the tokenizer library can take.
-MAX_TEXT_BYTES = 1 << 20
+from ktir_models.model.text_bounds import MAX_TEXT_BYTES, check_text
 
 
 @dataclass(frozen=True)
@@ -46,20 +43,6 @@ class TextInput:
         return ids, prefix
 
 
-def check_text(text: str, where: str) -> str:
-    """``text`` itself when it is valid Unicode of at most :data:`MAX_TEXT_BYTES` as UTF-8, else a
-    UserError naming ``where`` (a lone surrogate, as a shell passes undecodable argv bytes, cannot
-    reach the tokenizer)."""
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise UserError(f"{where}: not valid Unicode text (a lone surrogate {text[exc.start]!r} at "
-                        f"character {exc.start}; pass UTF-8 text)") from None
-    if size > MAX_TEXT_BYTES:
-        raise UserError(f"{where}: {size} bytes of text, more than the {MAX_TEXT_BYTES} bytes a pass can use")
-    return text
-
-
 def read_text_file(path: Path) -> str:
     """The UTF-8 text of the regular file ``path``, at most :data:`MAX_TEXT_BYTES`; a UserError
     naming ``--text`` and the file for anything else. The file's type and size come from ``stat``
@@ -74,8 +57,8 @@ def read_text_file(path: Path) -> str:
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, socket or device"
         raise UserError(f"{where}: is {kind}, not a regular file")
     if st.st_size > MAX_TEXT_BYTES:
-        raise UserError(f"{where}: {st.st_size} bytes, more than the {MAX_TEXT_BYTES} bytes of text a pass "
-                        "can use (cut the text to its first part)")
+        raise UserError(f"{where}: {st.st_size} bytes, more than the {MAX_TEXT_BYTES} bytes "
+                        "of text a pass can use (cut the text to its first part)")
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:

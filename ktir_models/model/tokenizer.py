@@ -29,7 +29,7 @@ from typing import Any
 
 from ktir_models.errors import UserError
 from ktir_models.model.chat_template import render_chat
-from ktir_models.model.text_input import check_text
+from ktir_models.model.text_bounds import check_text
 from ktir_models.model.tokenizer_files import check_tokenizer_dir, template_origin
 from ktir_models.model.hub import TOKENIZER_PATTERNS  # noqa: F401  (what load_tokenizer fetches; the hub client owns the list)
 
@@ -66,7 +66,8 @@ class TextTokenizer:
             if not self.has_chat_template:
                 raise UserError(f"--chat: the tokenizer in {self.source} has no chat template")
             special = getattr(self.hf, "special_tokens_map", None) or {}
-            text = render_chat(self.hf.chat_template, self.template_origin or self.source, text, special)
+            origin = self.template_origin or self.source
+            text = render_chat(self.hf.chat_template, origin, text, special)
         try:
             ids = self.hf(text, add_special_tokens=not chat)["input_ids"]
         except Exception as exc:  # noqa: BLE001  the tokenizers library raises bare Exception
@@ -126,7 +127,8 @@ class TextStream:
         return piece
 
 
-def from_prepared(tokenizer: Any, source: str, vocab_size: int, template_origin: str = "") -> TextTokenizer:
+def from_prepared(tokenizer: Any, source: str, vocab_size: int,
+                  template_origin: str = "") -> TextTokenizer:
     """Wrap a tokenizer someone already built (e.g. from GGUF metadata): a transformers tokenizer
     is taken as is; a bare ``tokenizers.Tokenizer`` is wrapped in ``PreTrainedTokenizerFast``."""
     if not callable(getattr(tokenizer, "decode", None)):
@@ -153,7 +155,8 @@ def load_tokenizer(ckpt: Any, spec: Any = None) -> TextTokenizer | None:
         prepared = prepare()
         if prepared is not None:
             source = f"{getattr(ckpt, 'origin', 'checkpoint')} metadata"
-            return from_prepared(prepared, source, vocab, f"{getattr(ckpt, 'path', source)} (its chat template)")
+            template = f"{getattr(ckpt, 'path', source)} (its chat template)"
+            return from_prepared(prepared, source, vocab, template)
     directory = getattr(ckpt, "directory", None)
     if directory is not None and has_tokenizer_files(directory):
         return _auto_tokenizer(Path(directory), vocab)
@@ -174,10 +177,10 @@ def _auto_tokenizer(directory: Path, vocab: int) -> TextTokenizer:
     check_tokenizer_dir(directory)
     try:
         hf = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # noqa: BLE001  transformers and tokenizers fail in many ways on bad files
+    except Exception as exc:  # noqa: BLE001  the libraries fail in many ways on bad files
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{directory}: cannot load its tokenizer (tokenizer.json, tokenizer_config.json): "
-                        f"{first}") from None
+        raise UserError(f"{directory}: cannot load its tokenizer (tokenizer.json, "
+                        f"tokenizer_config.json): {first}") from None
     return TextTokenizer(hf, str(directory), vocab, template_origin(directory))
 
 

@@ -47,15 +47,16 @@ def _assert_same(logits: list[np.ndarray], clean: list[np.ndarray]) -> None:
         assert ours.tobytes() == want.tobytes()
 
 
-def test_damaged_synthetic_checkpoint_is_moved_aside_and_rebuilt(tiny_model, clean_logits, tmp_path,
-                                                                  monkeypatch, capsys):
+def test_damaged_synthetic_checkpoint_is_moved_aside_and_rebuilt(
+    tiny_model, clean_logits, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path))
     _assert_same(_generation(tiny_model), clean_logits)
     [entry] = _only(tmp_path / "synthetic")
     weights = entry / "model.safetensors"
     raw = bytearray(weights.read_bytes())
     header = 8 + int.from_bytes(raw[:8], "little")
-    raw[header + 1::2] = bytes(b ^ 0x80 for b in raw[header + 1::2])  # every f16 value negated
+    raw[header + 1 :: 2] = bytes(b ^ 0x80 for b in raw[header + 1 :: 2])  # every f16 value negated
     weights.write_bytes(bytes(raw))  # same size, values replaced
     damaged = weights.read_bytes()
     capsys.readouterr()
@@ -69,8 +70,9 @@ def test_damaged_synthetic_checkpoint_is_moved_aside_and_rebuilt(tiny_model, cle
     assert verify_entry(entry) is None
 
 
-def test_damaged_cached_program_is_moved_aside_and_rebuilt(tiny_model, clean_logits, tmp_path, monkeypatch,
-                                                           capsys):
+def test_damaged_cached_program_is_moved_aside_and_rebuilt(
+    tiny_model, clean_logits, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path))
     _assert_same(_generation(tiny_model), clean_logits)
     edited = []
@@ -86,12 +88,14 @@ def test_damaged_cached_program_is_moved_aside_and_rebuilt(tiny_model, clean_log
         assert f"cache entry {entry} is damaged (node" in err and "sha256 differs" in err
         assert verify_entry(entry) is None
     asides = [p for p in (tmp_path / "programs").iterdir() if DAMAGED_MARK in p.name]
-    assert len(asides) == len(edited) and all("arith.addf" in "".join(q.read_text() for q in a.glob("*.mlir"))
-                                               for a in asides)
+    assert len(asides) == len(edited) and all(
+        "arith.addf" in "".join(q.read_text() for q in a.glob("*.mlir")) for a in asides
+    )
 
 
-def test_entry_replaced_by_a_file_or_without_digest_is_rebuilt(tiny_model, clean_logits, tmp_path, monkeypatch,
-                                                               capsys):
+def test_entry_replaced_by_a_file_or_without_digest_is_rebuilt(
+    tiny_model, clean_logits, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path))
     _generation(tiny_model)
     [program, *rest] = _only(tmp_path / "programs")
@@ -117,7 +121,8 @@ NATIVE_RUN = textwrap.dedent("""
     a = rng.standard_normal((1, 3, 64)).astype(np.float16)
     b = rng.standard_normal((1, 64, 5)).astype(np.float16)
     kw = dict(trips=2, kb=32, transpose_b=False, part_dtype=np.float32, acc_dtype=np.float32)
-    assert seqmm.kloop(a, b, None, **kw).tobytes() == seqmm.kloop_reference(a, b, None, **kw).tobytes()
+    want = seqmm.kloop_reference(a, b, None, **kw)
+    assert seqmm.kloop(a, b, None, **kw).tobytes() == want.tobytes()
     print("kernel ok")
 """)
 
@@ -125,8 +130,9 @@ NATIVE_RUN = textwrap.dedent("""
 def _native(cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "KTIR_MODELS_CACHE": str(cache), "PYTHONPATH": str(REPO_ROOT)}
     env.pop("KTIR_MODELS_NATIVE", None)
-    return subprocess.run([sys.executable, "-c", NATIVE_RUN], env=env, capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        [sys.executable, "-c", NATIVE_RUN], env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def test_truncated_native_library_is_rebuilt_not_loaded(tmp_path):
@@ -145,7 +151,10 @@ def test_truncated_native_library_is_rebuilt_not_loaded(tmp_path):
     second = _native(tmp_path)
     assert second.returncode == 0, (second.returncode, second.stderr[-2000:])  # -7 would be SIGBUS
     assert "kernel ok" in second.stdout
-    assert f"cache entry {entry} is damaged ({library.name}: {size // 3} bytes, recorded {size})" in second.stderr
+    assert (
+        f"cache entry {entry} is damaged ({library.name}: {size // 3} bytes, recorded {size})"
+        in second.stderr
+    )
     assert library.stat().st_size == size and verify_entry(entry) is None
     [aside] = [p for p in (tmp_path / "native").iterdir() if DAMAGED_MARK in p.name]
     assert (aside / library.name).stat().st_size == size // 3
@@ -182,8 +191,17 @@ def _bad_root(kind: str, tmp_path: Path) -> tuple[Path, Path | None]:
     return root, None
 
 
-@pytest.mark.parametrize("kind", ["file", "dev-null", "dangling-symlink", "symlink-elsewhere",
-                                  "subfolder-symlink", "subfolder-file"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "file",
+        "dev-null",
+        "dangling-symlink",
+        "symlink-elsewhere",
+        "subfolder-symlink",
+        "subfolder-file",
+    ],
+)
 def test_cache_path_that_is_not_a_directory_is_one_line(kind, tiny_model, tmp_path, monkeypatch):
     root, elsewhere = _bad_root(kind, tmp_path)
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(root))
@@ -201,10 +219,15 @@ def test_read_only_cache_is_one_line(tiny_model, tmp_path, monkeypatch):
     for kind in ("synthetic", "programs"):
         (root / kind).mkdir(parents=True)
     real_access = os.access
-    monkeypatch.setattr(cache_entries.os, "access",
-                        lambda p, mode, **kw: False if Path(p).is_relative_to(root) else real_access(p, mode, **kw))
+    monkeypatch.setattr(
+        cache_entries.os,
+        "access",
+        lambda p, mode, **kw: False if Path(p).is_relative_to(root) else real_access(p, mode, **kw),
+    )
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(root))
-    assert_user_error(_forward(tiny_model), f"cache {root}/", ": is read-only, and entry", "KTIR_MODELS_CACHE")
+    assert_user_error(
+        _forward(tiny_model), f"cache {root}/", ": is read-only, and entry", "KTIR_MODELS_CACHE"
+    )
     assert [p for kind in ("synthetic", "programs") for p in (root / kind).iterdir()] == []
 
 

@@ -35,8 +35,20 @@ def stories(tmp_path_factory):
 
 
 def _forward_text(model: Path, report: Path, *text) -> list:
-    return ["forward", model, "--weights", model, "--mode", "prefill", "--golden", "none", "-q",
-            "--json", report, *text]
+    return [
+        "forward",
+        model,
+        "--weights",
+        model,
+        "--mode",
+        "prefill",
+        "--golden",
+        "none",
+        "-q",
+        "--json",
+        report,
+        *text,
+    ]
 
 
 def _no_partial_output(result, report: Path) -> None:
@@ -57,21 +69,51 @@ def test_tokenizer_files(stories, data):
         if data.draw(st.integers(0, 4), label="raw?") == 0:
             path.write_bytes(mutate_bytes(data, path.read_bytes()))
         else:
-            path.write_text(json.dumps(mutate_json(data, json.loads(path.read_text()), max_edits=2)))
+            path.write_text(
+                json.dumps(mutate_json(data, json.loads(path.read_text()), max_edits=2))
+            )
         report = Path(work) / "r.json"
-        result = fuzz_case("tokenizer files", _forward_text(copy, report, "--prompt", "Once upon a time"), [copy])
+        result = fuzz_case(
+            "tokenizer files", _forward_text(copy, report, "--prompt", "Once upon a time"), [copy]
+        )
         _no_partial_output(result, report)
 
 
 TEMPLATE_PIECES = [
-    "{% for m in messages %}", "{% endfor %}", "{{ m.content }}", "{{ m['role'] | upper }}",
-    "{% if add_generation_prompt %}", "{% endif %}", "{% else %}", "{{ bos_token }}", "{{ eos_token }}",
-    "{{ raise_exception('refused') }}", "{{ undefined_name.attr }}", "{{ messages[0].nope.deeper }}",
-    "{% for i in range(100000) %}", "{{ 'x' * 100000 }}", "{{ 'ab' * 900000000 }}", "{{ 10 ** 999999 }}",
-    "{{ 1 / 0 }}", "{{ messages | tojson }}", "{{ messages.__class__ }}", "{{ range(5) | join(',') }}",
-    "{{ 'a' | center(99999999) }}", "{% set ns = namespace(s='') %}", "{% set ns.s = ns.s ~ 'yy' %}",
-    "{{ ns.s }}", "{% break %}", "{% generation %}", "{% endgeneration %}", "<|user|>", "\n", "{{", "{%", "}}",
-    "{# note #}", "{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}",
+    "{% for m in messages %}",
+    "{% endfor %}",
+    "{{ m.content }}",
+    "{{ m['role'] | upper }}",
+    "{% if add_generation_prompt %}",
+    "{% endif %}",
+    "{% else %}",
+    "{{ bos_token }}",
+    "{{ eos_token }}",
+    "{{ raise_exception('refused') }}",
+    "{{ undefined_name.attr }}",
+    "{{ messages[0].nope.deeper }}",
+    "{% for i in range(100000) %}",
+    "{{ 'x' * 100000 }}",
+    "{{ 'ab' * 900000000 }}",
+    "{{ 10 ** 999999 }}",
+    "{{ 1 / 0 }}",
+    "{{ messages | tojson }}",
+    "{{ messages.__class__ }}",
+    "{{ range(5) | join(',') }}",
+    "{{ 'a' | center(99999999) }}",
+    "{% set ns = namespace(s='') %}",
+    "{% set ns.s = ns.s ~ 'yy' %}",
+    "{{ ns.s }}",
+    "{% break %}",
+    "{% generation %}",
+    "{% endgeneration %}",
+    "<|user|>",
+    "\n",
+    "{{",
+    "{%",
+    "}}",
+    "{# note #}",
+    "{% macro f(x) %}{{ f(x) }}{% endmacro %}{{ f(1) }}",
 ]
 
 
@@ -79,8 +121,18 @@ TEMPLATE_PIECES = [
 def chat_templates(draw):
     """Mostly Jinja built from pieces (loops, bombs, errors, text), some non-string values."""
     if draw(st.integers(0, 9)) == 0:
-        return draw(st.sampled_from([5, None, ["x"], [{"name": "default", "template": "{{ bos_token }}"}],
-                                     {"template": 1}, True]))
+        return draw(
+            st.sampled_from(
+                [
+                    5,
+                    None,
+                    ["x"],
+                    [{"name": "default", "template": "{{ bos_token }}"}],
+                    {"template": 1},
+                    True,
+                ]
+            )
+        )
     return "".join(draw(st.lists(st.sampled_from(TEMPLATE_PIECES), min_size=1, max_size=8)))
 
 
@@ -94,8 +146,24 @@ def test_chat_templates(stories, template):
         doc = json.loads(config.read_text())
         doc["chat_template"] = template
         config.write_text(json.dumps(doc))
-        fuzz_case("chat templates", ["generate", copy, "--weights", copy, "--prompt", "Once", "--chat", "--steps",
-                                     "0", "--golden", "none", "-q"], [copy])
+        fuzz_case(
+            "chat templates",
+            [
+                "generate",
+                copy,
+                "--weights",
+                copy,
+                "--prompt",
+                "Once",
+                "--chat",
+                "--steps",
+                "0",
+                "--golden",
+                "none",
+                "-q",
+            ],
+            [copy],
+        )
 
 
 @fuzz(30)
@@ -107,17 +175,27 @@ def test_text_inputs(stories, data):
         inputs = [stories]
         if kind == "file":
             path = work / "t.txt"
-            path.write_bytes(data.draw(st.one_of(st.binary(max_size=40),
-                                                 st.text(max_size=30).map(lambda t: t.encode("utf-8"))),
-                                       label="bytes"))
+            path.write_bytes(
+                data.draw(
+                    st.one_of(
+                        st.binary(max_size=40),
+                        st.text(max_size=30).map(lambda t: t.encode("utf-8")),
+                    ),
+                    label="bytes",
+                )
+            )
             inputs.append(path)
             text = ["--text", path]
         elif kind == "prompt":
             alphabet = st.characters(codec=None, exclude_categories=())  # lone surrogates included
             text = ["--prompt", data.draw(st.text(alphabet, max_size=30), label="prompt")]
         else:
-            special = data.draw(st.sampled_from(["/dev/zero", "/dev/null", "fifo", "dir", "missing"]), label="path")
-            path = {"fifo": work / "pipe", "dir": work, "missing": work / "absent.txt"}.get(special, Path(special))
+            special = data.draw(
+                st.sampled_from(["/dev/zero", "/dev/null", "fifo", "dir", "missing"]), label="path"
+            )
+            path = {"fifo": work / "pipe", "dir": work, "missing": work / "absent.txt"}.get(
+                special, Path(special)
+            )
             if special == "fifo":
                 os.mkfifo(path)
             text = ["--text", path]
@@ -149,19 +227,34 @@ def _damage(data, root: Path, work: Path) -> Path | None:
     entry = data.draw(st.sampled_from(entries), label="entry")
     files = sorted(entry.iterdir())
     target = data.draw(st.sampled_from(files), label="file")
-    action = data.draw(st.sampled_from(["bytes", "bytes", "truncate", "delete", "add", "digest junk",
-                                        "entry is a file", "entry is a symlink", "folder is a file"]),
-                       label="action")
+    action = data.draw(
+        st.sampled_from(
+            [
+                "bytes",
+                "bytes",
+                "truncate",
+                "delete",
+                "add",
+                "digest junk",
+                "entry is a file",
+                "entry is a symlink",
+                "folder is a file",
+            ]
+        ),
+        label="action",
+    )
     if action == "bytes":
         target.write_bytes(mutate_bytes(data, target.read_bytes()))
     elif action == "truncate":
-        target.write_bytes(target.read_bytes()[:data.draw(st.integers(0, 64), label="keep")])
+        target.write_bytes(target.read_bytes()[: data.draw(st.integers(0, 64), label="keep")])
     elif action == "delete":
         target.unlink()
     elif action == "add":
         (entry / "extra.bin").write_bytes(b"\0")
     elif action == "digest junk":
-        (entry / DIGEST_FILE).write_text(data.draw(st.sampled_from(["", "[]", "{", '{"format": 1}']), label="junk"))
+        (entry / DIGEST_FILE).write_text(
+            data.draw(st.sampled_from(["", "[]", "{", '{"format": 1}']), label="junk")
+        )
     elif action in ("entry is a file", "entry is a symlink"):
         shutil.rmtree(entry)
         if action == "entry is a file":
@@ -190,8 +283,11 @@ def test_caches(model, clean_cache, data):
         problem = verify_entry(entry) if entry is not None else None
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("KTIR_MODELS_CACHE", str(root))
-            result = fuzz_case("caches", ["forward", model, "--weights", "synthetic", "--golden", "none", "-q"],
-                               [model])
+            result = fuzz_case(
+                "caches",
+                ["forward", model, "--weights", "synthetic", "--golden", "none", "-q"],
+                [model],
+            )
         if problem is None:  # the damage reached the cache's folders: refused, by name
             assert result.code == 2 and "KTIR_MODELS_CACHE" in result.stderr, result.stderr
             return

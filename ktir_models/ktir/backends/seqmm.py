@@ -119,14 +119,15 @@ def _build(cc: str, source: bytes) -> Path:
         key.update(b"\0")
 
     def compile_into(tmp: Path) -> None:
-        res = subprocess.run([cc, *_CFLAGS, "-o", str(tmp / _LIBRARY), *map(str, _SOURCES), *_LDFLAGS],
-                             capture_output=True, text=True, timeout=300)
+        command = [cc, *_CFLAGS, "-o", str(tmp / _LIBRARY), *map(str, _SOURCES), *_LDFLAGS]
+        res = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if res.returncode != 0:
             msg = (res.stderr or res.stdout).strip().splitlines()
             names = ", ".join(p.name for p in _SOURCES)
             raise RuntimeError(f"{cc} failed on {names}: " + " | ".join(msg[:5]))
 
-    entry = ensure_entry(cache_folder(_NATIVE_FOLDER), f"seqmm-{key.hexdigest()[:24]}", compile_into)
+    name = f"seqmm-{key.hexdigest()[:24]}"
+    entry = ensure_entry(cache_folder(_NATIVE_FOLDER), name, compile_into)
     return entry / _LIBRARY
 
 

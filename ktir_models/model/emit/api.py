@@ -164,4 +164,5 @@ def cached_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *
     """
     key = program_key(cfg, mode, tokens, past, capacity=capacity, dynamic_position=dynamic_position, name=name)
     shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
-    return ensure_entry(cache_folder(PROGRAMS_FOLDER), key, lambda tmp: _write(cfg, mode, shape, tmp, name))
+    folder = cache_folder(PROGRAMS_FOLDER)
+    return ensure_entry(folder, key, lambda tmp: _write(cfg, mode, shape, tmp, name))

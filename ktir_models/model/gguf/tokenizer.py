@@ -20,12 +20,17 @@ TEMPLATE_KEY = "tokenizer.chat_template"
 #: Arrays with one entry per token: their length must be the token list's.
 PER_TOKEN_KEYS = ("tokenizer.ggml.scores", "tokenizer.ggml.token_type")
 MERGES_KEY = "tokenizer.ggml.merges"
-SPECIAL_ID_KEYS = ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
-                   "tokenizer.ggml.padding_token_id", "tokenizer.ggml.seperator_token_id")
+SPECIAL_ID_KEYS = (
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.eos_token_id",
+    "tokenizer.ggml.unknown_token_id",
+    "tokenizer.ggml.padding_token_id",
+    "tokenizer.ggml.seperator_token_id",
+)
 
 
 def _array_length(file, key: str) -> int | None:
-    """The length of array metadata ``key`` (None when absent); a UserError when it is not an array."""
+    """The length of array metadata ``key`` (None when absent); a UserError for a non-array."""
     from gguf import GGUFValueType
 
     field = file.reader.fields.get(key)
@@ -49,20 +54,29 @@ def check_tokenizer_metadata(file) -> None:
     for key in PER_TOKEN_KEYS:
         length = _array_length(file, key)
         if length is not None and length != n:
-            raise UserError(f"{file.path}: metadata key {key!r} has {length} entries, but {TOKENS_KEY!r} has {n} "
-                            "(one per token)")
+            raise UserError(
+                f"{file.path}: metadata key {key!r} has {length} entries, "
+                f"but {TOKENS_KEY!r} has {n} "
+                "(one per token)"
+            )
     for key in SPECIAL_ID_KEYS:
         value = file.value(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n):
-            raise UserError(f"{file.path}: metadata key {key!r} = {value!r} is not a token id (the vocabulary "
-                            f"has {n} tokens)")
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n
+        ):
+            raise UserError(
+                f"{file.path}: metadata key {key!r} = {value!r} is not a token id (the vocabulary "
+                f"has {n} tokens)"
+            )
     if _array_length(file, MERGES_KEY):
         vocab = set(file.value(TOKENS_KEY))
         for i, merge in enumerate(file.value(MERGES_KEY)):
             parts = merge.split(" ") if isinstance(merge, str) else []
             if len(parts) != 2 or not {parts[0], parts[1], parts[0] + parts[1]} <= vocab:
-                raise UserError(f"{file.path}: metadata key {MERGES_KEY!r}[{i}] = {str(merge)[:40]!r} does not "
-                                f"join two tokens of {TOKENS_KEY!r} into a third")
+                raise UserError(
+                    f"{file.path}: metadata key {MERGES_KEY!r}[{i}] = {str(merge)[:40]!r} does not "
+                    f"join two tokens of {TOKENS_KEY!r} into a third"
+                )
 
 
 def gguf_tokenizer(file):
@@ -75,13 +89,19 @@ def gguf_tokenizer(file):
     try:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+        return AutoTokenizer.from_pretrained(
+            str(path.parent), gguf_file=path.name, local_files_only=True
+        )
     except ImportError as exc:
-        raise UserError(f"{path}: building the tokenizer from GGUF metadata needs transformers and gguf "
-                        f"({exc})") from None
+        raise UserError(
+            f"{path}: building the tokenizer from GGUF metadata needs transformers and gguf "
+            f"({exc})"
+        ) from None
     except Exception as exc:  # noqa: BLE001  the tokenizers library raises bare Exception on bad data
         if isinstance(exc, UserError):
             raise
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"{path}: cannot build a tokenizer from the metadata ({MODEL_KEY} = {kind!r}; "
-                        f"tokenizer.ggml.tokens / merges / scores): {first}") from None
+        raise UserError(
+            f"{path}: cannot build a tokenizer from the metadata ({MODEL_KEY} = {kind!r}; "
+            f"tokenizer.ggml.tokens / merges / scores): {first}"
+        ) from None
