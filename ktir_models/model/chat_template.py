@@ -169,7 +169,11 @@ def render_chat(template: Any, where: str, prompt: str, special_tokens: dict[str
     """The text of one user turn ``prompt`` wrapped by ``template``, ready for the assistant's
     answer (``add_generation_prompt``); ``special_tokens`` are the tokenizer's (``bos_token``, ...).
     Bounds and errors: the module docstring."""
-    import jinja2
+    try:
+        import jinja2
+    except ImportError:
+        raise ChatTemplateError(f"{where}: rendering a chat template needs jinja2 "
+                                "(pip install jinja2)") from None
 
     source = template_text(template, where)
     limit = len(prompt) + MAX_TEMPLATE_EXTRA_CHARS
