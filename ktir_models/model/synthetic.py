@@ -3,8 +3,10 @@
 Layout: ``<root>/synthetic/<name>-<hash>/`` with ``config.json`` and ``model.safetensors`` (or
 shards + ``model.safetensors.index.json``), where ``<root>`` is ``cache_root``, else
 ``$KTIR_MODELS_CACHE``, else ``~/.cache/ktir-models``, and ``<hash>`` covers the config, the seed,
-the element type and :data:`RECIPE_VERSION`. A checkpoint is generated in a temporary sibling
-directory and renamed into place, so a killed run never leaves a half-written checkpoint.
+the element type and :data:`RECIPE_VERSION`. The directory is a digest-verified cache entry
+(:mod:`ktir_models.cache_entries`): generated in a temporary sibling and renamed into place with
+its digest, so a killed run never leaves a half-written checkpoint, and checked before every use,
+so a damaged one is moved aside and generated again, never read.
 
 The recipe (why each choice: docs/weights.md) aims at a forward that looks trained: logits spread
 over several units with clear top-1 margins, and a residual stream that neither explodes nor
@@ -32,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
+import re
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -42,12 +44,13 @@ from pathlib import Path
 import numpy as np
 
 from ktir_models.errors import UserError
-from ktir_models.model.cache_temp import make_temp_dir, remove_stale_temps
+from ktir_models.cache_entries import cache_base, cache_folder, ensure_entry
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.safetensors_writer import DTYPES, TensorPlan, write_safetensors
 from ktir_models.model.checkpoint_shapes import expected_shapes
 
 RECIPE_VERSION = "2"
+SYNTHETIC_FOLDER = "synthetic"  # below the cache root
 QK_GAIN = 1.4
 ECHO_SIGMAS = 9.0
 NORM_GAIN_FINAL = 1.0
@@ -67,11 +70,7 @@ QK_NORM_JITTER = 0.2
 
 def cache_root(override: Path | None = None) -> Path:
     """The ktir-models cache root (``override``, ``$KTIR_MODELS_CACHE`` or ``~/.cache/ktir-models``)."""
-    if override is not None:
-        return Path(override)
-    if os.environ.get("KTIR_MODELS_CACHE"):
-        return Path(os.environ["KTIR_MODELS_CACHE"]).expanduser()
-    return Path.home() / ".cache" / "ktir-models"
+    return cache_base(override)
 
 
 def synthetic_key(cfg: ModelConfig, seed: int, dtype: str) -> str:
@@ -84,7 +83,9 @@ def synthetic_key(cfg: ModelConfig, seed: int, dtype: str) -> str:
 
 def synthetic_dir(name: str, cfg: ModelConfig, seed: int = 0, dtype: str = "float16", cache_root_dir: Path | None = None) -> Path:
     """Where the synthetic checkpoint of (name, cfg, seed, dtype) lives (it may not exist yet)."""
-    return cache_root(cache_root_dir) / "synthetic" / f"{name}-{synthetic_key(cfg, seed, dtype)}"
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]  # a repo id's "/" must not nest a folder
+    key = synthetic_key(cfg, seed, dtype)
+    return cache_root(cache_root_dir) / SYNTHETIC_FOLDER / f"{safe}-{key}"
 
 
 def ensure_synthetic(
@@ -95,28 +96,14 @@ def ensure_synthetic(
     dtype: str = "float16",
     max_shard_bytes: int | None = None,
 ) -> Path:
-    """The directory of the synthetic checkpoint, generating it first if it is not cached."""
-    final = synthetic_dir(name, cfg, seed, dtype, cache_root)
-    if (final / "config.json").is_file():
-        return final
+    """The directory of the synthetic checkpoint, verified; generated first when it is not cached
+    or the cached one is damaged (then moved aside, with a warning line)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise UserError(f"--seed {seed}: expected an integer in [0, {2**32 - 1}]")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # A writer killed mid-write (SIGKILL) leaves its temporary directory; dead writers' ones go
-    # here, never a live writer's (cache_temp.py has the rule).
-    remove_stale_temps(final.parent)
-    tmp = make_temp_dir(final)
-    try:
-        write_synthetic(tmp, cfg, seed, dtype, max_shard_bytes)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / "config.json").is_file():  # not a concurrent winner: a real failure
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    folder = cache_folder(SYNTHETIC_FOLDER, cache_root)
+    entry = synthetic_dir(name, cfg, seed, dtype, cache_root).name
+    return ensure_entry(folder, entry,
+                        lambda tmp: write_synthetic(tmp, cfg, seed, dtype, max_shard_bytes))
 
 
 def write_synthetic(

@@ -5,10 +5,14 @@ synthetic id formula. A pass at positions ``past .. past+m-1`` reads ids ``[past
 text, and the ``past`` ids before them are the prefix in the KV cache (our prefill writes it); an
 external program of fixed m takes the text's first ``past + m`` tokens, and a text shorter than
 that is a ``UserError`` (exit 2) saying how many tokens it has and how many the program needs.
+Text is bounded before the tokenizer sees it (:data:`MAX_TEXT_BYTES`, valid Unicode, a regular
+file): anything else is a ``UserError`` naming the option.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ktir_models.errors import UserError
+from ktir_models.model.text_bounds import MAX_TEXT_BYTES, check_text
 
 
 @dataclass(frozen=True)
@@ -38,20 +43,47 @@ class TextInput:
         return ids, prefix
 
 
+def read_text_file(path: Path) -> str:
+    """The UTF-8 text of the regular file ``path``, at most :data:`MAX_TEXT_BYTES`; a UserError
+    naming ``--text`` and the file for anything else. The file's type and size come from ``stat``
+    before it is opened, so a FIFO without a writer, ``/dev/zero`` or a 50 MB file costs nothing;
+    it is opened non-blocking and read with the bound in case it was replaced in between."""
+    where = f"--text {path}"
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise UserError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO, socket or device"
+        raise UserError(f"{where}: is {kind}, not a regular file")
+    if st.st_size > MAX_TEXT_BYTES:
+        raise UserError(f"{where}: {st.st_size} bytes, more than the {MAX_TEXT_BYTES} bytes "
+                        "of text a pass can use (cut the text to its first part)")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UserError(f"{where}: is no longer a regular file")
+            raw = f.read(MAX_TEXT_BYTES + 1)
+    except OSError as exc:
+        raise UserError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise UserError(f"{where}: grew past {MAX_TEXT_BYTES} bytes while it was read")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+
+
 def read_text(prompt: str | None, text_file: Path | None) -> tuple[str, str] | None:
     """``(text, where)`` from ``--prompt`` or ``--text FILE`` (not both), or None for neither."""
     if prompt is not None and text_file is not None:
         raise UserError("--prompt and --text: give one of them")
     if prompt is not None:
-        return prompt, "--prompt"
+        return check_text(prompt, "--prompt"), "--prompt"
     if text_file is None:
         return None
-    try:
-        return Path(text_file).read_text(encoding="utf-8"), f"--text {text_file}"
-    except OSError as exc:
-        raise UserError(f"--text {text_file}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"--text {text_file}: not UTF-8 text (byte {exc.start})") from None
+    return read_text_file(Path(text_file)), f"--text {text_file}"
 
 
 def encode_text(ckpt: Any, spec: Any, text: str, where: str) -> TextInput:

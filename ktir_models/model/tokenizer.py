@@ -28,6 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ktir_models.errors import UserError
+from ktir_models.model.chat_template import render_chat
+from ktir_models.model.text_bounds import check_text
+from ktir_models.model.tokenizer_files import check_tokenizer_dir, template_origin
 from ktir_models.model.hub import TOKENIZER_PATTERNS  # noqa: F401  (what load_tokenizer fetches; the hub client owns the list)
 
 #: Files that make a directory hold a tokenizer transformers can load offline.
@@ -41,6 +44,7 @@ class TextTokenizer:
     hf: Any
     source: str  # where it came from (a directory, or what prepared it)
     vocab_size: int  # the model's embedding rows: every encoded id must be below this
+    template_origin: str = ""  # the file (or metadata key) its chat template comes from
 
     @property
     def has_chat_template(self) -> bool:
@@ -55,17 +59,20 @@ class TextTokenizer:
         """Token ids of ``text`` as the model was trained to read it: the tokenizer's own special
         tokens (e.g. BOS) included; with ``chat``, wrapped as one user turn by the checkpoint's chat
         template, ready for the assistant's answer."""
+        check_text(text, where)
         if not text:
             raise UserError(f"{where}: the text is empty")
         if chat:
             if not self.has_chat_template:
                 raise UserError(f"--chat: the tokenizer in {self.source} has no chat template")
-            ids = self.hf.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                              tokenize=True, return_dict=False)
-            if isinstance(ids, dict) or hasattr(ids, "keys"):  # some versions return a BatchEncoding
-                ids = ids["input_ids"]
-        else:
-            ids = self.hf(text)["input_ids"]
+            special = getattr(self.hf, "special_tokens_map", None) or {}
+            origin = self.template_origin or self.source
+            text = render_chat(self.hf.chat_template, origin, text, special)
+        try:
+            ids = self.hf(text, add_special_tokens=not chat)["input_ids"]
+        except Exception as exc:  # noqa: BLE001  the tokenizers library raises bare Exception
+            raise UserError(f"{where}: the tokenizer in {self.source} cannot encode the text: "
+                            f"{str(exc)[:200] or type(exc).__name__}") from None
         ids = [int(i) for i in ids]
         if not ids:
             raise UserError(f"{where}: {text[:40]!r} encodes to no tokens")
@@ -120,7 +127,8 @@ class TextStream:
         return piece
 
 
-def from_prepared(tokenizer: Any, source: str, vocab_size: int) -> TextTokenizer:
+def from_prepared(tokenizer: Any, source: str, vocab_size: int,
+                  template_origin: str = "") -> TextTokenizer:
     """Wrap a tokenizer someone already built (e.g. from GGUF metadata): a transformers tokenizer
     is taken as is; a bare ``tokenizers.Tokenizer`` is wrapped in ``PreTrainedTokenizerFast``."""
     if not callable(getattr(tokenizer, "decode", None)):
@@ -129,7 +137,7 @@ def from_prepared(tokenizer: Any, source: str, vocab_size: int) -> TextTokenizer
         from transformers import PreTrainedTokenizerFast
 
         tokenizer = PreTrainedTokenizerFast(tokenizer_object=tokenizer)
-    return TextTokenizer(tokenizer, source, vocab_size)
+    return TextTokenizer(tokenizer, source, vocab_size, template_origin or source)
 
 
 def has_tokenizer_files(directory: Path) -> bool:
@@ -146,7 +154,9 @@ def load_tokenizer(ckpt: Any, spec: Any = None) -> TextTokenizer | None:
     if callable(prepare):
         prepared = prepare()
         if prepared is not None:
-            return from_prepared(prepared, f"{getattr(ckpt, 'origin', 'checkpoint')} metadata", vocab)
+            source = f"{getattr(ckpt, 'origin', 'checkpoint')} metadata"
+            template = f"{getattr(ckpt, 'path', source)} (its chat template)"
+            return from_prepared(prepared, source, vocab, template)
     directory = getattr(ckpt, "directory", None)
     if directory is not None and has_tokenizer_files(directory):
         return _auto_tokenizer(Path(directory), vocab)
@@ -164,12 +174,14 @@ def _auto_tokenizer(directory: Path, vocab: int) -> TextTokenizer:
         from transformers import AutoTokenizer
     except ImportError:
         raise UserError("text needs transformers: pip install -e '.[torch]'") from None
+    check_tokenizer_dir(directory)
     try:
         hf = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
-    except (OSError, ValueError, json.JSONDecodeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"{directory}: cannot load its tokenizer: {first}") from None
-    return TextTokenizer(hf, str(directory), vocab)
+    except Exception as exc:  # noqa: BLE001  the libraries fail in many ways on bad files
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"{directory}: cannot load its tokenizer (tokenizer.json, "
+                        f"tokenizer_config.json): {first}") from None
+    return TextTokenizer(hf, str(directory), vocab, template_origin(directory))
 
 
 def eos_token_ids(ckpt: Any, tokenizer: TextTokenizer | None = None) -> set[int]:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from ktir_models.model import cache_temp
-from ktir_models.model.cache_temp import is_stale, make_temp_dir, remove_stale_temps
+from ktir_models import cache_temp
+from ktir_models.cache_temp import is_stale, make_temp_dir, remove_stale_temps
 from ktir_models.model.synthetic import ensure_synthetic, synthetic_dir, tiny_config
 
 

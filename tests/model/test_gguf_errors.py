@@ -87,7 +87,8 @@ CASES = {
 
 def test_merge_outside_the_vocabulary(source, tmp_path, capsys) -> None:
     """The tokenizer is built when text is asked for: a merge naming a token that is not in the
-    vocabulary (the tokenizers library raises a bare Exception) is one located error too."""
+    vocabulary is one located error naming the key and the merge, found before the converter
+    (whose tokenizers library would raise a bare Exception) sees it."""
     from gguf_files import byte_level_vocab
 
     metadata, _ = byte_level_vocab()
@@ -95,8 +96,52 @@ def test_merge_outside_the_vocabulary(source, tmp_path, capsys) -> None:
     path = write_gguf(tmp_path / "merges.gguf", source, GgufSpec(metadata=metadata))
     code, text = run(["forward", str(path), "--mode", "prefill", "--prompt", "Once", "--golden", "none", "-q"],
                      capsys)
-    assert_user_error(code, text, path, "cannot build a tokenizer from the metadata (tokenizer.ggml.model = 'gpt2'",
-                      "Token `zzq` out of vocabulary")
+    assert_user_error(code, text, path, "metadata key 'tokenizer.ggml.merges'[",
+                      "'zzq qqz' does not join two tokens")
+
+
+def _vocab_with(**changes):
+    from gguf_files import stories_vocab
+
+    meta = stories_vocab()
+    for key, edit in changes.items():
+        meta[f"tokenizer.ggml.{key}"] = edit(meta.get(f"tokenizer.ggml.{key}"))
+    return meta
+
+
+# name: (metadata, fragment); without the checks the converter cuts the vocabulary to the shortest
+# array (a short scores list made the prompt tokenize to 37 ids instead of 12, silently)
+TOKENIZER_METADATA = {
+    "short scores": (lambda: _vocab_with(scores=lambda v: v[:100]),
+                     "metadata key 'tokenizer.ggml.scores' has 100 entries, "
+                     "but 'tokenizer.ggml.tokens' has 512"),
+    "long token types": (lambda: _vocab_with(token_type=lambda v: v + [1] * 5),
+                         "metadata key 'tokenizer.ggml.token_type' has 517 entries"),
+    "bos id outside the vocabulary": (
+        lambda: _vocab_with(bos_token_id=lambda v: 9999),
+        "metadata key 'tokenizer.ggml.bos_token_id' = 9999 is not a token id"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOKENIZER_METADATA))
+def test_tokenizer_arrays_are_checked_against_the_vocabulary(case, source, tmp_path,
+                                                             capsys) -> None:
+    make, fragment = TOKENIZER_METADATA[case]
+    path = write_gguf(tmp_path / "vocab.gguf", source, GgufSpec(metadata=make()))
+    argv = ["forward", str(path), "--mode", "prefill", "--prompt", "Once upon a time, Lily",
+            "--golden", "none", "-q"]
+    code, text = run(argv, capsys)
+    assert_user_error(code, text, path, fragment)
+
+
+def test_broken_chat_template_in_the_metadata_names_the_file(source, tmp_path, capsys) -> None:
+    path = write_gguf(tmp_path / "chat.gguf", source,
+                      GgufSpec(vocab=True,
+                               metadata={"tokenizer.chat_template": "{% for m in messages %}"}))
+    argv = ["generate", str(path), "--weights", str(path), "--prompt", "Once", "--chat",
+            "--steps", "1", "--golden", "none", "-q"]
+    code, text = run(argv, capsys)
+    assert_user_error(code, text, path, "(its chat template): chat template line 1: syntax error")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -109,8 +109,9 @@ def test_text_input_slices_and_refuses_short_text(tmp_path):
 
 
 def test_chat_template_wraps_the_prompt(stories, tmp_path):
-    """--chat: the checkpoint's own template, rendered and tokenised by transformers; here a copy of
-    stories260k whose tokenizer_config.json carries a small template."""
+    """--chat: the checkpoint's own template, rendered by the bounded renderer (chat_template.py)
+    and tokenised by transformers; here a copy of stories260k whose tokenizer_config.json carries
+    a small template."""
     import json
     import shutil
 

@@ -29,7 +29,8 @@ its portable C path (no AVX2/F16C intrinsics) so it can be tested on any machine
 ``KTIR_MODELS_NATIVE=avx2`` its AVX2 path where the CPU also has AVX-512, and
 ``KTIR_MODELS_NATIVE=avx512`` its AVX-512 path without the AVX512-FP16 closing of f16 chains where
 the CPU has FP16 (tests cover each path);
-``KTIR_MODELS_CACHE`` (default ``~/.cache/ktir-models``) holds the built library under ``native/``;
+``KTIR_MODELS_CACHE`` (default ``~/.cache/ktir-models``) holds the built library under ``native/``
+(verified against its recorded sha256 before it is loaded);
 ``CC`` names the compiler (else ``cc``, ``gcc``, ``clang`` are tried).
 """
 
@@ -43,12 +44,13 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ...cache_entries import cache_folder, ensure_entry
 
 _SOURCE = Path(__file__).with_name("seqmm.c")
 # compiled into the same library: numpy-exact f16 <-> f32 array conversions (f16_convert.py)
@@ -63,6 +65,8 @@ _LDFLAGS = ("-lpthread",)
 # pool: 2 threads gain from ~300K on, e.g. 1x576 @ 576x1536: 118 -> 75 us; never lose below)
 _DEFAULT_THREADS = min(2, os.cpu_count() or 1)  # os.cpu_count() costs ~15 us: asked once
 _BIG_PROBLEM = 1 << 18
+_NATIVE_FOLDER = "native"  # below the cache root
+_LIBRARY = "libseqmm.dylib" if sys.platform == "darwin" else "libseqmm.so"
 
 
 @dataclass(frozen=True)
@@ -78,12 +82,6 @@ class _Loaded:
 
 _lock = threading.Lock()
 _loaded: _Loaded | None = None
-
-
-def _cache_dir() -> Path:
-    root = os.environ.get("KTIR_MODELS_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "ktir-models"
-    return base / "native"
 
 
 def _compilers() -> list[str]:
@@ -106,37 +104,31 @@ def _compiler_identity(cc: str) -> str:
 
 
 def _build(cc: str, source: bytes) -> Path:
-    """Compile ``seqmm.c`` with ``cc`` into the cache (or reuse an identical earlier build).
+    """The library compiled from ``seqmm.c`` with ``cc``: a digest-verified cache entry
+    ``native/seqmm-<key>/`` holding :data:`_LIBRARY` (ktir_models/cache_entries.py).
 
-    The file name hashes the source, flags, compiler identity and platform, so a stale or foreign
-    build is never loaded. The library is written under a temporary name and renamed into place:
-    two processes building at once both end with a complete file."""
+    The key hashes the source, flags, compiler identity and platform, so a stale or foreign
+    build is never loaded; the entry's sha256 is checked before every load, so a damaged library
+    (truncated, bytes replaced) is moved aside and compiled again, never mapped into the process
+    (a truncated shared object faults with SIGBUS when its missing pages are touched)."""
     key = hashlib.sha256()
     for part in (source, " ".join(_CFLAGS + _LDFLAGS).encode(), cc.encode(),
                  _compiler_identity(cc).encode(), platform.platform().encode(),
                  platform.machine().encode(), sys.implementation.cache_tag.encode()):
         key.update(part)
         key.update(b"\0")
-    suffix = ".dylib" if sys.platform == "darwin" else ".so"
-    out_dir = _cache_dir()
-    target = out_dir / f"seqmm-{key.hexdigest()[:24]}{suffix}"
-    if target.exists():
-        return target
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".seqmm-", suffix=suffix, dir=out_dir)
-    os.close(fd)
-    try:
-        res = subprocess.run([cc, *_CFLAGS, "-o", tmp, *map(str, _SOURCES), *_LDFLAGS],
-                             capture_output=True, text=True, timeout=300)
+
+    def compile_into(tmp: Path) -> None:
+        command = [cc, *_CFLAGS, "-o", str(tmp / _LIBRARY), *map(str, _SOURCES), *_LDFLAGS]
+        res = subprocess.run(command, capture_output=True, text=True, timeout=300)
         if res.returncode != 0:
             msg = (res.stderr or res.stdout).strip().splitlines()
             names = ", ".join(p.name for p in _SOURCES)
             raise RuntimeError(f"{cc} failed on {names}: " + " | ".join(msg[:5]))
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+
+    name = f"seqmm-{key.hexdigest()[:24]}"
+    entry = ensure_entry(cache_folder(_NATIVE_FOLDER), name, compile_into)
+    return entry / _LIBRARY
 
 
 _P = ctypes.c_void_p

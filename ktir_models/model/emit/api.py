@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 from ...errors import UserError
-from ..cache_temp import make_temp_dir, remove_stale_temps
+from ...cache_entries import cache_base, cache_folder, ensure_entry
 from ..config import ModelConfig
 from .host import MASKED
 from .llama import LlamaEmitter, PassShape
@@ -21,6 +19,7 @@ EMITTER_VERSION = "4"
 MODES = ("decode", "prefill")
 FORMAT = "ktir-models/1"
 DEFAULT_PREFILL_TOKENS = 32
+PROGRAMS_FOLDER = "programs"  # below the cache root
 
 
 def pass_shape(mode: str, tokens: int | None, past: int, capacity: int | None,
@@ -139,9 +138,7 @@ def emit_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, out
 
 def cache_root() -> Path:
     """``$KTIR_MODELS_CACHE/programs`` (default ``~/.cache/ktir-models/programs``)."""
-    base = os.environ.get("KTIR_MODELS_CACHE")
-    root = Path(base) if base else Path.home() / ".cache" / "ktir-models"
-    return root / "programs"
+    return cache_base() / PROGRAMS_FOLDER
 
 
 def program_key(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *, capacity: int | None = None,
@@ -160,29 +157,12 @@ def cached_program(cfg: ModelConfig, mode: str, tokens: int | None, past: int, *
                    dynamic_position: bool = False, name: str = "model") -> Path:
     """The fixture directory of this pass from the program cache, emitting it on a miss.
 
-    Emission goes to a temporary sibling directory renamed into place, so a reader never sees a
-    half-written program and concurrent emitters do not collide; the temporary directory names
-    its writer's host and pid, so one a killed writer left behind is removed by a later call.
+    The directory is a digest-verified cache entry (:mod:`ktir_models.cache_entries`): emitted
+    into a temporary sibling renamed into place with its digest, so a reader never sees a
+    half-written program and concurrent emitters do not collide, and checked before every use, so
+    a damaged program (an edited op, a truncated node file) is moved aside and emitted again.
     """
     key = program_key(cfg, mode, tokens, past, capacity=capacity, dynamic_position=dynamic_position, name=name)
-    root = cache_root()
-    final = root / key
-    if (final / "manifest.json").is_file():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    # a writer killed mid-emission leaves its temporary directory; remove those of dead writers
-    # here, never a live writer's (cache_temp.py has the rule)
-    remove_stale_temps(root)
-    tmp = make_temp_dir(final)
-    try:
-        shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
-        _write(cfg, mode, shape, tmp, name)
-        try:
-            tmp.rename(final)
-        except OSError:
-            if not (final / "manifest.json").is_file():
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return final
+    shape = pass_shape(mode, tokens, past, capacity, dynamic_position)
+    folder = cache_folder(PROGRAMS_FOLDER)
+    return ensure_entry(folder, key, lambda tmp: _write(cfg, mode, shape, tmp, name))

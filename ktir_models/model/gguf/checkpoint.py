@@ -132,9 +132,9 @@ class GgufCheckpoint:
     def prepared_tokenizer(self):
         """The tokenizer from the file's ``tokenizer.ggml.*`` metadata (transformers' GGUF
         converter), or None when the file has no vocabulary."""
-        from .tokenizer import MODEL_KEY, TOKENS_KEY, gguf_tokenizer
+        from .tokenizer import gguf_tokenizer
 
-        return gguf_tokenizer(self.path, self._file.has(TOKENS_KEY), self._file.value(MODEL_KEY))
+        return gguf_tokenizer(self._file)
 
     def transformers_model(self):
         """The live golden's model: transformers' own GGUF loader, parameters rounded to f16."""
