@@ -9,11 +9,11 @@ Public API (docs/architecture.md)::
     stats = plan.run({"arg": address, ...})
 """
 
-from .api import bulk_load, load_module, parse_text, verify
+from .api import bulk_load, check_legality, load_module, parse_text, verify
 from .errors import Diagnostic, EmulationFault, KtirError, Location
 from .execute import RunStats
 from .ir import Function, Module
 from .machine import Buffer, Machine
 
-__all__ = ["bulk_load", "load_module", "parse_text", "verify", "Diagnostic", "EmulationFault", "KtirError",
+__all__ = ["bulk_load", "check_legality", "load_module", "parse_text", "verify", "Diagnostic", "EmulationFault", "KtirError",
            "Location", "Function", "Module", "Buffer", "Machine", "RunStats"]
