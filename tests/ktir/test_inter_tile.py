@@ -43,7 +43,8 @@ def produce(n: int, producers: str) -> str:
 
 def consume(n: int, consumers: str, deps: str | None = None) -> str:
     dep = f",\n        producer_dependency_per_consumer = {deps}" if deps else ""
-    return (f"    %x, %y = ktdp.inter_tile_consume(%f) consumer_tiles_per_group = {consumers}{dep}\n"
+    return (f"    %x, %y = ktdp.inter_tile_consume(%f) "
+            f"consumer_tiles_per_group = {consumers}{dep}\n"
             f"        : {future(n)} -> {ROLES}\n")
 
 
