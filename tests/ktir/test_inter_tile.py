@@ -80,19 +80,20 @@ def kernel_text(n: int, exchange: str) -> str:
             "    return\n  }\n}\n")
 
 
-def run_kernel(n: int, exchange: str, seed: int):
-    """(a, b, o, p): the inputs and what each core stored. The module verifies and is legal."""
+def run_kernel(n: int, exchange: str, seed: int, **machine):
+    """(a, b, o, p): the inputs and what each core stored (``machine``: Machine options). The
+    module verifies and is legal."""
     module = ktir.parse_text(kernel_text(n, exchange), "it.mlir")
     ktir.verify(module)
     ktir.check_legality(module)
     rng = np.random.default_rng(seed)
     a = rng.integers(-1000, 1000, (n, W)).astype(np.float32)  # f32 sums of these are exact
     b = rng.integers(-10**6, 10**6, (n, W)).astype(np.int32)
-    m = ktir.Machine()
+    m = ktir.Machine(**machine)
     ba, bb = m.hbm.allocate_from(a, name="a"), m.hbm.allocate_from(b, name="b")
     bo, bp = m.hbm.allocate((n, W), "float32", name="o"), m.hbm.allocate((n, W), "int32", name="p")
     m.compile(module.function("k")).run([ba.address, bb.address, bo.address, bp.address])
-    return a, b, bo.read(), bp.read()
+    return a, b, np.asarray(bo.read()), np.asarray(bp.read())
 
 
 GRIDS = pytest.mark.parametrize("n", [4, 32])
@@ -161,6 +162,17 @@ def test_reduce_to_one_gives_other_cores_the_identities(n):
             s, mx = np.zeros(W), np.full(W, INT_MIN)
         np.testing.assert_array_equal(o[c], s, err_msg=f"core {c}")
         np.testing.assert_array_equal(p[c], mx, err_msg=f"core {c}")
+
+
+@pytest.mark.parametrize("exchange", [
+    produce(4, FIRST_TWO) + consume(4, LAST_TWO, SHIFT),
+    produce(4, GROUP) + reduce(4, GROUP, PREFIX),
+    produce(4, GROUP) + reduce(4, LEAD)])
+def test_torch_back_end_gives_the_numpy_back_ends_bits(exchange):
+    pytest.importorskip("torch")
+    *_, o, p = run_kernel(4, exchange, seed=11)
+    *_, to, tp = run_kernel(4, exchange, seed=11, backend="torch", device="cpu")
+    assert o.tobytes() == to.tobytes() and p.tobytes() == tp.tobytes()
 
 
 def test_consume_with_two_sources_faults_at_run_time():
