@@ -153,7 +153,16 @@ def test_future_type_groups_are_one_dimension_without_symbols(groups, message):
 
 def test_future_partials_are_ranked_tensors():
     text = f"module {{\n  func.func @k(%a: {fut(types='index')}) {{\n    return\n  }}\n}}\n"
-    the_one(refused(text), "partial types must be ranked tensors, found index")
+    the_one(refused(text), "expected builtin.tensor), found index")
+
+
+def test_a_delivery_needs_bounded_groups():
+    unbounded = "affine_set<(g) : (g >= 0)>"
+    text = module_text(prod(groups=unbounded) + cons(groups=unbounded))
+    diags = refused(text)
+    assert {d.loc.line for d in diags} == {line_of(text, "inter_tile_produce"),
+                                          line_of(text, "inter_tile_consume")}
+    assert all("is unbounded: the emulator enumerates the groups" in d.message for d in diags)
 
 
 def test_one_and_several_partial_spellings_read_and_print_back():

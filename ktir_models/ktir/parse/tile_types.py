@@ -40,7 +40,8 @@ def parse_tile_future(p, i: int) -> TileFutureType:
         parts.append(p.parse_type())
     for t in parts:
         if not isinstance(t, TensorType):
-            p.fail(f"tile_future partial types must be ranked tensors, found {t}", i)
+            p.fail("invalid kind of type specified: tile_future partial types are ranked "
+                   f"tensors (expected builtin.tensor), found {t}", i)
     groups = None
     if p.accept(","):
         key = p.expect_kind("ident", "'groups'")

@@ -149,7 +149,18 @@ def _future(op: Op) -> TileFutureType:
     fu = op.operands[0]
     if not isinstance(fu.type, TileFutureType):
         fail(f"{op.name} operand {fu.name} must be a tile_future, got {fu.type}")
+    _groups(fu.type)
     return fu.type
+
+
+def _groups(t: TileFutureType) -> None:
+    """The future names its groups, a bounded set: every core's group is found by enumerating
+    them (an unbounded set is an emulator limit, refused here rather than at run time)."""
+    if t.groups is None:
+        fail("the tile_future type needs groups = affine_set<...>")
+    if group_values(t.groups) is None:
+        fail(f"tile_future groups {t.groups} is unbounded: the emulator enumerates the groups "
+             "of an exchange and needs bounds")
 
 
 def _tile_set(op: Op, key: str, tile: str) -> AffineSet:
@@ -179,8 +190,7 @@ def _produce(op: Op) -> None:
     t = op.results[0].type
     if not isinstance(t, TileFutureType):
         fail(f"inter_tile_produce must produce a tile_future, got {t}")
-    if t.groups is None:
-        fail("the tile_future type needs groups = affine_set<...>")
+    _groups(t)
     block = op.regions[0].block
     if len(block.args) != 1 or str(block.args[0].type) != "index":
         fail("producer region must take a single `index` group-id argument")
