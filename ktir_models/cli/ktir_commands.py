@@ -25,18 +25,22 @@ def check(files: List[Path] = typer.Argument(..., help="KTIR files (.mlir / .kti
           reshaping_reduce: bool = typer.Option(
               False, "--reshaping-reduce",
               help="Accept ktdp.inter_tile_reduce results that reshape the partial (ktir-cpu's "
-                   "reading; the dialect rejects them).")):
+                   "reading; the dialect rejects them)."),
+          legality: bool = typer.Option(
+              False, "--legality", help="Also check the hardware lowering's legality rules.")):
     """Parse and verify KTIR files; print one summary line per file.
 
     Exit 0 when every file is clean, 2 when any has errors (printed as file:line:col: error: ...).
     """
-    from ..ktir import KtirError, load_module
+    from ..ktir import KtirError, check_legality, load_module
 
     failed = 0
     for path in files:
         t0 = time.perf_counter()
         try:
             module = load_module(path, reshaping_reduce=reshaping_reduce)
+            if legality:
+                check_legality(module)
         except KtirError as exc:
             failed += 1
             print(str(exc), file=sys.stderr)

@@ -10,12 +10,12 @@ Public API (docs/architecture.md)::
     cost = ktir.estimate_latency(fn, {"K": 2048}, trace=True)   # the latency model, per call
 """
 
-from .api import bulk_load, estimate_latency, load_module, parse_text, verify
+from .api import bulk_load, check_legality, estimate_latency, load_module, parse_text, verify
 from .errors import Diagnostic, EmulationFault, KtirError, Location
 from .execute import RunStats
 from .ir import Function, Module
 from .machine import Buffer, Machine
 
-__all__ = ["bulk_load", "estimate_latency", "load_module", "parse_text", "verify", "Diagnostic",
-           "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer", "Machine",
-           "RunStats"]
+__all__ = ["bulk_load", "check_legality", "estimate_latency", "load_module", "parse_text", "verify",
+           "Diagnostic", "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer",
+           "Machine", "RunStats"]

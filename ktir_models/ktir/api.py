@@ -6,6 +6,7 @@ import contextlib
 import gc
 from pathlib import Path
 
+from . import legality as _legality
 from . import parser as _parser
 from . import verify as _verify
 from .ir import Function, Module
@@ -22,6 +23,12 @@ def verify(module: Module, *, reshaping_reduce: bool = False) -> None:
     ``reshaping_reduce``: accept ``ktdp.inter_tile_reduce`` results that reshape the future's
     partial (ktir-cpu's reading; the dialect's verifier rejects them)."""
     _verify.verify(module, reshaping_reduce=reshaping_reduce)
+
+
+def check_legality(module: Module) -> None:
+    """Raise :class:`KtirError` naming every legality rule a verified ``module`` breaks: what
+    the hardware lowering needs beyond valid IR (see ``ktir/legality.py``)."""
+    _legality.check_legality(module)
 
 
 def load_module(path: str | Path, *, reshaping_reduce: bool = False) -> Module:

@@ -128,17 +128,28 @@ class AccessTileType:
 
 @dataclass(frozen=True, eq=False)
 class TileFutureType:
-    tensor: TensorType
+    """``!ktdp.tile_future<(T_1, ..., T_n), groups = S>``: the handle an ``inter_tile_produce``
+    returns, carrying one partial tensor type per role (n >= 1) and the group set ``S`` (one
+    dimension, no symbols; None when the text omits it). Equality compares the partial types
+    only, as a type match between a future's definition and its use does."""
+    partials: tuple[TensorType, ...]
     groups: AffineSet | None
 
+    @property
+    def tensor(self) -> TensorType:
+        """The first role's partial type (the only one of a one-role future)."""
+        return self.partials[0]
+
     def __eq__(self, other) -> bool:
-        return isinstance(other, TileFutureType) and other.tensor == self.tensor
+        return isinstance(other, TileFutureType) and other.partials == self.partials
 
     def __hash__(self) -> int:
-        return hash(self.tensor)
+        return hash(self.partials)
 
     def __str__(self) -> str:
-        return f"!ktdp.tile_future<{self.tensor}>"
+        if len(self.partials) == 1:
+            return f"!ktdp.tile_future<{self.tensor}>"
+        return f"!ktdp.tile_future<({', '.join(map(str, self.partials))})>"
 
 
 @dataclass(frozen=True)

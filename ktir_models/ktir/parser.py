@@ -24,11 +24,12 @@ from .parse import generic_form
 from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
 from .parse.lexer import LineOffsets, tokenize, tokenize_text
+from .parse.tile_types import parse_tile_future
 from . import dialects  # noqa: F401  (registers each op kind's syntax)
 from . import registry
 from .errors import Diagnostic, KtirError, Location
 from .ir import (AccessTileType, Block, DenseConstant, ELEMENT_DTYPES, Function, MemorySpace,
-                 MemRefType, Module, Op, Region, ScalarType, TensorType, TileFutureType, Value)
+                 MemRefType, Module, Op, Region, ScalarType, TensorType, Value)
 
 _SHAPE_RE = re.compile(r"((?:(?:\d+|\?)x)*)([a-z]\w*|![a-z]\w*\.\w+)$")
 
@@ -177,26 +178,7 @@ class _Parser:
                 return ScalarType(text)
             self.fail(f"unknown type '{text}'")
         if text == "!ktdp.tile_future" or text == "<":
-            if text == "!ktdp.tile_future":
-                self.pos += 1
-            self.expect("<")
-            paren = self.accept("(")
-            tensor = self.parse_type()
-            if paren:
-                self.expect(")")
-            if not isinstance(tensor, TensorType):
-                self.fail("tile_future wraps a tensor type", i)
-            groups = None
-            if self.accept(","):
-                key = self.expect_kind("ident", "'groups'")
-                if key != "groups":
-                    self.fail(f"expected 'groups', found '{key}'")
-                self.expect("=")
-                groups = self.parse_attr_value()
-                if not isinstance(groups, affine.AffineSet):
-                    self.fail("tile_future groups must be an affine_set", i)
-            self.expect(">", "closing the tile_future type")
-            return TileFutureType(tensor, groups)
+            return parse_tile_future(self, i)
         self.fail(f"expected a type, found '{text}'")
 
     def _type_from_text(self, text: str, i: int):

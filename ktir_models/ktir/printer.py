@@ -78,7 +78,7 @@ def _set_text(s: affine.AffineSet) -> str:
 def type_text(t) -> str:
     if isinstance(t, TileFutureType):
         groups = f", groups = {_set_text(t.groups)}" if t.groups is not None else ""
-        return f"!ktdp.tile_future<{type_text(t.tensor)}{groups}>"
+        return f"!ktdp.tile_future<({', '.join(map(type_text, t.partials))}){groups}>"
     return str(t)
 
 

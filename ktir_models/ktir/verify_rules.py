@@ -54,7 +54,8 @@ def compatible(a, b) -> bool:
     if isinstance(a, ScalarType):
         return a == b
     if isinstance(a, TileFutureType):
-        return compatible(a.tensor, b.tensor)
+        return len(a.partials) == len(b.partials) and \
+            all(compatible(x, y) for x, y in zip(a.partials, b.partials))
     sa, sb = shape(a), shape(b)
     if len(sa) != len(sb) or any(x is not None and y is not None and x != y
                                  for x, y in zip(sa, sb)):

@@ -15,7 +15,8 @@ are kept (``NodeLatency.cores``); with tracing, each core lists one event per ex
 * ``matmul``     -- ``linalg.matmul*``: ``2*M*N*K`` FLOP / systolic FLOP per cycle.
 * ``layout``     -- ops that materialise data in LX without arithmetic (transpose, broadcast,
   fill, splat, slices): elements / SIMD width.
-* ``comm``       -- ``ktdp.inter_tile_reduce``: bytes forwarded around the ring.
+* ``comm``       -- ``ktdp.inter_tile_reduce`` / ``inter_tile_consume``: bytes forwarded around
+  the ring.
 
 Scalar index math, views, access tiles, ``tensor.empty``/reshapes and control flow are free;
 region bodies (loops, branches, produce regions) charge their inner ops per execution.

@@ -327,7 +327,7 @@ def _a_reduce_tiles(p, op, operands, attrs, arg_types, result_types, i):
     op.attrs["types"] = list(arg_types[:1])
     op.operands = operands
     if len(operands) > 1:
-        op.groups["identity"] = operands[1:2]
+        op.groups["identity"] = operands[1:]
 
 
 def _a_for(p, op, operands, attrs, arg_types, result_types, i):
@@ -460,6 +460,7 @@ _ADAPTERS = {
     "ktdp.store": _a_typed,
     "ktdp.inter_tile_produce": _a_produce,
     "ktdp.inter_tile_reduce": _a_reduce_tiles,
+    "ktdp.inter_tile_consume": _a_reduce_tiles,  # the future, and no identity
     "ktdp.yield_partial": _a_typed,
     "ktdp.yield_reduced": _a_typed,
     "ktdp.runtime_arg_extract": _a_runtime_arg_extract,

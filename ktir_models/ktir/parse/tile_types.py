@@ -1,4 +1,11 @@
-"""An access tile is its result type's box: a set larger than the type is clipped at parse time.
+"""The ktdp tile types' parts read at parse time: the tile_future type, and access tiles clipped.
+
+``!ktdp.tile_future<(T_1, ..., T_n), groups = S>`` (also ``<...>`` where the type is implied,
+and the one-role spellings ``<T, ...>`` / ``<(T), ...>``) carries ranked tensor partial types
+and a group set of one dimension and no symbols; :func:`parse_tile_future` refuses others with
+the frontend's wording.
+
+An access tile is its result type's box: a set larger than the type is clipped at parse time.
 
 The dialect ties no extent of ``access_tile_set`` (or ``variables_space_set``) to the tile's
 result type; its own tests build ``!ktdp.access_tile<1x64xindex>`` from a 2x64 set. The emulator
@@ -15,6 +22,41 @@ model.
 from __future__ import annotations
 
 from .. import affine
+from ..ir import TensorType, TileFutureType
+
+
+def parse_tile_future(p, i: int) -> TileFutureType:
+    """Read a tile_future type at token ``i`` (``!ktdp.tile_future`` or the bare ``<``)."""
+    if p.peek() == "!ktdp.tile_future":
+        p.pos += 1
+    p.expect("<")
+    parts = []
+    if p.accept("("):
+        parts.append(p.parse_type())
+        while p.accept(","):
+            parts.append(p.parse_type())
+        p.expect(")", "closing the tile_future's partial types")
+    else:
+        parts.append(p.parse_type())
+    for t in parts:
+        if not isinstance(t, TensorType):
+            p.fail("invalid kind of type specified: tile_future partial types are ranked "
+                   f"tensors (expected builtin.tensor), found {t}", i)
+    groups = None
+    if p.accept(","):
+        key = p.expect_kind("ident", "'groups'")
+        if key != "groups":
+            p.fail(f"expected 'groups', found '{key}'")
+        p.expect("=")
+        groups = p.parse_attr_value()
+        if not isinstance(groups, affine.AffineSet):
+            p.fail("tile_future groups must be an affine_set", i)
+        if groups.num_dims != 1:
+            p.fail("tile_future `groups` must have exactly one dimension (g)", i)
+        if groups.num_syms:
+            p.fail("tile_future `groups` must have no symbols", i)
+    p.expect(">", "closing the tile_future type")
+    return TileFutureType(tuple(parts), groups)
 
 
 def clip_set_to_type(s, order, shape):
