@@ -150,15 +150,31 @@ def run_one(step, env) -> None:
 
 
 class Exchange:
-    """Mailboxes for inter-tile produce/reduce between core threads."""
+    """Mailboxes for inter-tile produce/reduce between core threads.
+
+    Invariant (under ``cond``): ``waits`` maps each core blocked in a delivery op to the box key
+    and producers it waits for; ``finished`` counts cores whose steps ended. When every core is
+    waiting or finished and no waiter's producers have all posted, no core can ever post again:
+    that state is a deadlock, decided from the state alone, never from elapsed time.
+    """
 
     def __init__(self, n: int):
         self.n = n
         self.cond = threading.Condition()
         self.boxes: dict = {}
         self.failed: BaseException | None = None
-        self.blocked = 0
+        self.waits: dict[int, tuple] = {}
         self.finished = 0
+
+    def satisfied(self, box_key, need) -> bool:
+        box = self.boxes.get(box_key, {})
+        return all(t in box for t in need)
+
+    def deadlocked(self) -> bool:
+        """Every core waiting or finished, and no waiter able to go on (call under ``cond``)."""
+        if len(self.waits) + self.finished < self.n:
+            return False
+        return not any(self.satisfied(k, need) for k, need in self.waits.values())
 
 
 def run_threads(steps, envs, exchange: Exchange) -> None:

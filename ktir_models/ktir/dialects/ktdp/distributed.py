@@ -20,8 +20,9 @@ names for c (the per-consumer synchronization of the dialect's section 3.4).
   fixed order makes results deterministic. A consumer with no source, and a core in no consumer
   group, gets the identity.
 
-Waiting faults as a deadlock once every core has been waiting or finished for a second (or
-after 60 s), and stops when another core failed.
+Waiting faults as a deadlock when every core is waiting or finished and no waiter's producers
+have all posted (decided from the exchange's state, never from elapsed time), and stops when
+another core failed.
 
 The static rules that need both ends of the future (one use, consumers a subset of producers,
 dependency sets) are the legality pass's (``ktir/legality.py``); the helpers that ground the
@@ -32,7 +33,6 @@ parameterized sets at concrete groups (:func:`group_values`, :func:`tiles_of`,
 from __future__ import annotations
 
 import math
-import time
 
 from ... import affine
 from ...affine import AffineSet
@@ -367,32 +367,29 @@ def _sources(op: Op, n: int):
 
 
 def _await(ctx, box_key, need: list[int], opname: str) -> list[tuple]:
-    """The partials of producers ``need`` in box ``box_key``, in that order, once all posted."""
+    """The partials of producers ``need`` in box ``box_key``, in that order, once all posted.
+
+    A deadlock (every core waiting or finished, none able to go on: ``Exchange.deadlocked``) is
+    a fault; the timed wait only bounds how long a missed wake-up can delay the next look."""
     ex = ctx.exchange
-    deadline = time.monotonic() + 60.0
-    stuck_since = None
     with ex.cond:
-        ex.blocked += 1
+        ex.waits[ctx.core] = (box_key, need)
+        ex.cond.notify_all()  # the last core to block may complete a deadlock others must see
         try:
             while True:
-                box = ex.boxes.get(box_key, {})
-                if all(t in box for t in need):
+                if ex.satisfied(box_key, need):
+                    box = ex.boxes[box_key]
                     return [box[t] for t in need]
                 if ex.failed is not None:
                     raise FaultSignal(f"another core failed while this core waited in {opname}")
-                now = time.monotonic()
-                # every core waiting or finished for a whole second: nobody can produce
-                if ex.blocked + ex.finished >= ex.n:
-                    stuck_since = stuck_since or now
-                else:
-                    stuck_since = None
-                if (stuck_since is not None and now - stuck_since > 1.0) or now > deadline:
+                if ex.deadlocked():
+                    box = ex.boxes.get(box_key, {})
                     missing = [t for t in need if t not in box]
                     raise FaultSignal(f"deadlock: waiting for partials of group {box_key[1]} "
                                       f"from core(s) {missing} that never produce them")
                 ex.cond.wait(0.05)
         finally:
-            ex.blocked -= 1
+            del ex.waits[ctx.core]
 
 
 def _delivery(c, op):
