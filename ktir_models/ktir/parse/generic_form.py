@@ -79,12 +79,14 @@ def attribute(p):
         return text[1:].strip('"')
     if text == "[":
         p.pos += 1
+        p.enter(i)
         items = []
         while not p.accept("]"):
             items.append(attribute(p))
             if not p.accept(","):
                 p.expect("]", "closing the array attribute")
                 break
+        p.depth -= 1
         return items
     if text == "(" and kind == "punct":  # a function type (function_type = (index) -> ())
         return function_type(p)
@@ -530,7 +532,9 @@ def parse_function(p) -> Function:
                 or not all(isinstance(x, int) and x >= 1 for x in g)):
             p.fail("grid must be a list of 1 to 3 positive integers", name_i)
         grid = tuple(list(g) + [1] * (3 - len(g)))
-    return Function(name, loc, args, body, fn_attrs, grid, results=list(results))
+    fn = Function(name, loc, args, body, fn_attrs, grid, results=list(results))
+    p.trailing_loc(fn)
+    return fn
 
 
 __all__ = ["parse_op", "parse_function", "attribute", "dictionary", "Typed", "Opaque",
