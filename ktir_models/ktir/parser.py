@@ -507,7 +507,7 @@ class _Parser:
             self.expect(":", "after the argument name")
             atype = self.parse_type()
             if self.kind() == "punct" and self.peek() == "{":
-                self.attr_dict()
+                generic_form.dictionary(self)  # argument attributes: nothing the emulator reads
             args.append(self.define(aname, atype, self.loc(ai)))
             self.trailing_loc(args[-1])
             if not self.accept(","):
@@ -519,13 +519,14 @@ class _Parser:
                 while not self.accept(")"):
                     results.append(self.parse_type())
                     if self.kind() == "punct" and self.peek() == "{":
-                        self.attr_dict()  # result attributes: nothing the emulator reads
+                        generic_form.dictionary(self)  # result attributes: nothing to run
                     self.accept(",")
             else:
                 results.append(self.parse_type())
         attrs: dict = {}
         if self.accept("attributes"):
-            attrs = self.attr_dict()
+            # any attribute MLIR allows (`16 : i32`, `#dialect.attr<...>`), typed values plain
+            attrs = {k: generic_form.plain(v) for k, v in generic_form.dictionary(self).items()}
         grid = (1, 1, 1)
         if "grid" in attrs:
             g = attrs["grid"]

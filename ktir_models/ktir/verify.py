@@ -18,7 +18,8 @@ from __future__ import annotations
 from . import dialects  # noqa: F401  (registers each op kind's rule)
 from . import registry
 from .errors import Diagnostic, KtirError
-from .ir import Function, Module, Op, ScalarType, TileFutureType
+from .ir import Function, Module, Op, ScalarType, TensorType, TileFutureType
+from .parse.bounds import MAX_CONSTANT_ELEMENTS
 from .verify_rules import Bad as _Bad, Rule, compatible as _compatible, fail as _fail
 
 # terminators and the ops whose region they close
@@ -69,6 +70,19 @@ def _op_messages(op: Op, rule: Rule, parent: str | None) -> list[str]:
     return []
 
 
+# ops that materialise a whole tensor from one literal: their size is bounded (parse/bounds.py)
+_MATERIALISING = frozenset({"arith.constant", "tensor.splat"})
+
+
+def _constant_too_large(op: Op) -> str | None:
+    for r in op.results:
+        t = r.type
+        if isinstance(t, TensorType) and t.is_static and t.num_elements > MAX_CONSTANT_ELEMENTS:
+            return (f"'{op.name}' makes a tensor of {t.num_elements} elements ({t}); a constant "
+                    f"tensor holds at most {MAX_CONSTANT_ELEMENTS}")
+    return None
+
+
 def _verdict_key(op: Op, parent: str | None) -> tuple | None:
     """What an op's verdict depends on beyond its origin, or None when it cannot be keyed.
 
@@ -96,6 +110,11 @@ def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
         diags.append(Diagnostic(op.loc, f"unknown operation '{op.name}': the emulator does "
                                         "not implement it"))
         return
+    if op.name in _MATERIALISING:
+        message = _constant_too_large(op)
+        if message is not None:
+            diags.append(Diagnostic(op.loc, message))
+            return
     origin = op.origin
     key = None if origin is None else _verdict_key(op, parent)
     if key is None:

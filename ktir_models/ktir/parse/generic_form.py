@@ -123,6 +123,9 @@ def _plain(value):
     return value
 
 
+plain = _plain
+
+
 def _dynamic(values: list) -> list:
     return [None if v == DYNAMIC_SENTINEL else v for v in values]
 
@@ -537,5 +540,5 @@ def parse_function(p) -> Function:
     return fn
 
 
-__all__ = ["parse_op", "parse_function", "attribute", "dictionary", "Typed", "Opaque",
+__all__ = ["parse_op", "parse_function", "attribute", "dictionary", "plain", "Typed", "Opaque",
            "DYNAMIC_SENTINEL", "CMPI_PREDICATES", "CMPF_PREDICATES", "default_order"]
