@@ -27,7 +27,8 @@ from .parse.bounds import MAX_NESTING, MAX_OPS, MAX_TEXT_CHARS
 from .parse.numbers import check_literal
 from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
-from .parse.lexer import LineOffsets, TokenBoundError, tokenize, tokenize_text
+from .parse.lexer import (AFFINE_PAREN_DEPTH, LineOffsets, TokenBoundError, tokenize,
+                          tokenize_text)
 from . import dialects  # noqa: F401  (registers each op kind's syntax)
 from . import registry
 from .errors import Diagnostic, KtirError, Location
@@ -306,6 +307,9 @@ class _Parser:
             return self.dense(text, i)
         if kind in ("type", "anglety") or (kind == "ident" and text in ELEMENT_DTYPES):
             return self.parse_type()
+        if kind == "ident" and text in ("affine_map", "affine_set"):
+            self.fail(f"malformed {text}: its closing '>' is missing or its parentheses nest "
+                      f"deeper than {AFFINE_PAREN_DEPTH} levels")
         self.fail(f"unsupported attribute value '{text}'")
 
     def attr_dict(self, value=None) -> dict:

@@ -21,14 +21,20 @@ class TokenBoundError(Exception):
         super().__init__(message)
         self.offset = offset
 
-_P2 = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+# affine_map/affine_set results: parentheses nested up to AFFINE_PAREN_DEPTH levels (a regular
+# expression cannot count; each level is spelled out, and the alternatives of a level start with
+# different characters, so matching never backtracks more than one character)
+AFFINE_PAREN_DEPTH = 16
+_PAREN = r"\([^()]*\)"
+for _ in range(AFFINE_PAREN_DEPTH - 1):
+    _PAREN = r"\((?:[^()]|" + _PAREN + r")*\)"
 # One capture group: the token. Whitespace and // comments are skipped by the prefix. The kind of a
 # token is derived from its text afterwards (_classify), which is much faster than named groups.
 _TOKEN_RE = re.compile(
     r"(?:\s+|//[^\n]*)*("
     r"%[\w$.\-]+(?:#\d+)?"  # most frequent first: SSA names and plain punctuation
     r"|[,:=\[\](){}]"
-    r"|affine_(?:map|set)<\s*\([^()]*\)\s*(?:\[[^\]]*\])?\s*(?:->|:)\s*" + _P2 + r"\s*>"
+    r"|affine_(?:map|set)<\s*\([^()]*\)\s*(?:\[[^\]]*\])?\s*(?:->|:)\s*" + _PAREN + r"\s*>"
     r"|(?:tensor|memref|vector)<[^<>]*(?:<[^<>]*>[^<>]*)*>"  # memref<4xf16, #ms<HBM>> nests once
     r"|dense<[^<>]*>"
     r"|[A-Za-z_][\w$.]*"
