@@ -174,3 +174,21 @@ def test_bounds_are_far_above_what_real_programs_use() -> None:
     assert bounds.MAX_LINE_CHARS >= 1000 * 18028
     assert bounds.MAX_NESTING >= 10 * 4
     assert bounds.MAX_CONSTANT_ELEMENTS >= 1000 * 1024
+
+
+@pytest.mark.parametrize("literal, ty, ok", [
+    ("300", "i8", False), ("255", "i8", True), ("-128", "i8", True), ("-129", "i8", False),
+    ("0x1FF", "i8", False), ("0xFF", "i8", True), ("9223372036854775808", "i64", True),
+    ("18446744073709551616", "i64", False), ("2", "i1", False), ("-1", "i1", True),
+])
+def test_integer_constants_must_fit_their_type(literal: str, ty: str, ok: bool) -> None:
+    """MLIR's rule: an integer literal fits the type's width, read signed or unsigned."""
+    text = f"func.func @f() {{\n  %c = arith.constant {literal} : {ty}\n  return\n}}\n"
+    dense = (f"func.func @f() {{\n  %c = arith.constant dense<[0, {literal}]> : tensor<2x{ty}>"
+             "\n  return\n}\n")
+    for program in (text, dense):
+        if ok:
+            ktir.verify(ktir.parse_text(program, "p.mlir"))
+        else:
+            diag = _located(program, f"does not fit in {ty[1:]} bits", verify=True)
+            assert (diag.loc.line, diag.loc.col) == (2, 3)

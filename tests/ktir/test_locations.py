@@ -18,7 +18,8 @@ from ktir_models.ktir.printer import print_generic
 from ktir_models.ktir.source_loc import CallSiteLoc, FileLoc, FusedLoc, NameLoc, UnknownLoc
 
 # KTIR written by others (read in place): $KTIR_UPSTREAM, else next to the corpus
-UPSTREAM = Path(os.environ.get("KTIR_UPSTREAM") or corpus_path().parent / "upstream-ktir") / "2026h2"
+UPSTREAM = Path(os.environ.get("KTIR_UPSTREAM")
+                or corpus_path().parent / "upstream-ktir") / "2026h2"
 
 # Two cores; core c adds rows 4c..4c+3 of A and B (8x16 f16) into O. Every op, argument and
 # block carries a location; #loc and #set are defined before use, the rest after the module.
