@@ -23,7 +23,7 @@ from . import affine
 from .op_templates import OpTemplate
 from .parse import generic_form
 from .parse import locations as loc_syntax
-from .parse.bounds import MAX_NESTING, MAX_OPS, MAX_TEXT_CHARS
+from .parse.bounds import MAX_LINES, MAX_NESTING, MAX_OPS, MAX_TEXT_CHARS
 from .parse.numbers import check_literal
 from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
@@ -567,10 +567,20 @@ class _Parser:
                         break
             self.expect(":", "after the block label")
         texts, kinds, ops, parse_op = self.texts, self.kinds, block.ops, self.parse_op
+        first = len(ops)
+        room = first + MAX_OPS - self.op_count  # (nested regions check the total as they end)
         while texts[self.pos] != "}":
             if kinds[self.pos] == "eof":
                 self.fail("unexpected end of file: missing '}'")
-            ops.append(parse_op())
+            op = parse_op()
+            ops.append(op)
+            if texts[self.pos] == "loc":
+                self.trailing_loc(op)
+            if len(ops) > room:
+                self.fail(f"more than {MAX_OPS} ops in one module")
+        self.op_count += len(ops) - first
+        if self.op_count > MAX_OPS:
+            self.fail(f"more than {MAX_OPS} ops in one module")
         self.pos += 1
         self.depth -= 1
         if open_scope:
@@ -579,16 +589,7 @@ class _Parser:
 
     # -- ops ------------------------------------------------------------------------------
     def parse_op(self) -> Op:
-        """The op here, with its trailing ``loc(...)`` if it has one."""
-        self.op_count += 1
-        if self.op_count > MAX_OPS:
-            self.fail(f"more than {MAX_OPS} ops in one module")
-        op = self._parse_op_cached()
-        if self.texts[self.pos] == "loc":
-            self.trailing_loc(op)
-        return op
-
-    def _parse_op_cached(self) -> Op:
+        """The op here (its trailing ``loc(...)`` is read by :meth:`parse_region`)."""
         start = self.pos
         cache = self.templates
         if cache is None:
@@ -681,6 +682,10 @@ def parse_text(text: str, filename: str = "<string>", cached: bool = True) -> Mo
     if len(text) > MAX_TEXT_CHARS:
         raise KtirError.at(Location(filename, 1, 1), f"program text of {len(text)} characters "
                                                      f"is too long (at most {MAX_TEXT_CHARS})")
+    lines = text.count("\n") + 1
+    if lines > MAX_LINES:
+        raise KtirError.at(Location(filename, MAX_LINES + 1, 1), f"program text of {lines} lines "
+                                                                 f"is too long (at most {MAX_LINES})")
     was_enabled = gc.isenabled()
     gc.disable()
     try:

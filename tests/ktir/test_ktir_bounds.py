@@ -167,10 +167,22 @@ def test_op_count_bound(monkeypatch) -> None:
     ktir.parse_text(f"func.func @f() {{\n{body[:-(len(body) // 100)]}  return\n}}\n", "p.mlir")
 
 
+def test_line_count_bound_refuses_before_tokenizing(monkeypatch) -> None:
+    """A million one-op lines took a minute to tokenize before the op bound could refuse them;
+    the line count is checked first."""
+    monkeypatch.setattr(parser, "MAX_LINES", 50)
+    body = "".join(f"  %c{k} = arith.constant {k} : index\n" for k in range(60))
+    diag = _located(f"func.func @f() {{\n{body}  return\n}}\n",
+                    "program text of 64 lines is too long")
+    assert diag.loc.line == 51
+    monkeypatch.setattr(parser, "tokenize", None)  # refused before the tokenizer is called
+    _located("\n" * 60, "too long")
+
+
 def test_bounds_are_far_above_what_real_programs_use() -> None:
     """The measured maxima of the corpus, fixtures and upstream programs (bounds.py's
     docstring) stay far below each bound."""
-    assert bounds.MAX_OPS >= 50 * 2786
+    assert bounds.MAX_OPS >= 50 * 2786 and bounds.MAX_LINES >= 100 * 3245
     assert bounds.MAX_LINE_CHARS >= 1000 * 18028
     assert bounds.MAX_NESTING >= 10 * 4
     assert bounds.MAX_CONSTANT_ELEMENTS >= 1000 * 1024
