@@ -684,8 +684,8 @@ def parse_text(text: str, filename: str = "<string>", cached: bool = True) -> Mo
                                                      f"is too long (at most {MAX_TEXT_CHARS})")
     lines = text.count("\n") + 1
     if lines > MAX_LINES:
-        raise KtirError.at(Location(filename, MAX_LINES + 1, 1), f"program text of {lines} lines "
-                                                                 f"is too long (at most {MAX_LINES})")
+        raise KtirError.at(Location(filename, MAX_LINES + 1, 1),
+                           f"program text of {lines} lines is too long (at most {MAX_LINES})")
     was_enabled = gc.isenabled()
     gc.disable()
     try:
