@@ -195,7 +195,9 @@ class _Parser:
                 self.pos += 1
             self.expect("<")
             paren = self.accept("(")
+            self.enter(i, "types")  # a partial type may (wrongly) be a future: bounded recursion
             tensor = self.parse_type()
+            self.depth -= 1
             if paren:
                 self.expect(")")
             if not isinstance(tensor, TensorType):
@@ -362,11 +364,11 @@ class _Parser:
                  "belongs to a core's LX or L0 scratchpad only")
         return MemorySpace(kinds[name], core)
 
-    def enter(self, i: int) -> None:
-        """One more region or array attribute opens at token ``i`` (see parse/bounds.py)."""
+    def enter(self, i: int, what: str = "regions and array attributes") -> None:
+        """One more region, array attribute or type opens at token ``i`` (parse/bounds.py)."""
         self.depth += 1
         if self.depth > MAX_NESTING:
-            self.fail(f"regions and array attributes nest deeper than {MAX_NESTING} levels", i)
+            self.fail(f"{what} nest deeper than {MAX_NESTING} levels", i)
 
     def trailing_loc(self, target) -> None:
         """Read a ``loc(...)`` here, if there is one, for ``target`` (an op, value, function or

@@ -47,6 +47,12 @@ def test_deeply_nested_array_attributes_are_refused() -> None:
     _located(text, "nest deeper than 64 levels")
 
 
+@pytest.mark.parametrize("arg", ["!ktdp.tile_future<" * 3000 + "tensor<4xf16>" + ">" * 3000,
+                                 "<(" * 3000])
+def test_deeply_nested_types_are_refused(arg: str) -> None:
+    _located(f"func.func @f(%a: {arg}) {{\n  return\n}}\n", "types nest deeper than 64 levels")
+
+
 def test_deeply_nested_locations_are_refused() -> None:
     loc = "callsite(" * 2000 + '"a":1:1' + ' at "b":2:2)' * 2000
     _located(f"func.func @f() {{\n  return loc({loc})\n}}\n", "locations nest deeper than 64")
