@@ -42,7 +42,8 @@ def _kernel(order: str = "affine_map<(d0) -> (d0)>", extra: str = "", attrs: str
 def _case(data) -> tuple[str, str, bool]:
     """(kind, program text, whether some bound is exceeded)."""
     kind = data.draw(st.sampled_from(["regions", "arrays", "locations", "signs", "product",
-                                      "sum", "parens", "literal", "splat", "unknown op"]),
+                                      "sum", "parens", "literal", "splat", "types",
+                                      "unknown op"]),
                      label="kind")
     n = bounds.MAX_NESTING
     if kind == "regions":
@@ -85,12 +86,17 @@ def _case(data) -> tuple[str, str, bool]:
         rows = data.draw(st.sampled_from([1, 1024, 1 << 14, 1 << 20]), label="rows")
         extra = f"  %s = arith.constant dense<1.0> : tensor<{rows}x{rows}xf16>\n"
         return kind, _kernel(extra=extra), rows * rows > bounds.MAX_CONSTANT_ELEMENTS
+    if kind == "types":  # a future of futures is wrong at any depth
+        depth = data.draw(st.sampled_from([1, n - 1, n, n + 1, 3000]), label="depth")
+        arg = "!ktdp.tile_future<" * depth + "tensor<4xf16>" + ">" * depth
+        text = _kernel().replace("%o: index)", f"%o: index, %fut: {arg})")
+        return kind, text, depth > 1
     generic = data.draw(st.booleans(), label="generic")
     extra = '  "foo.bar"() : () -> ()\n' if generic else "  foo.bar\n"
     return kind, _kernel(extra=extra), True
 
 
-@fuzz(80)
+@fuzz(90)
 @given(data=st.data())
 def test_pathological_ktir(data):
     kind, text, beyond = _case(data)
