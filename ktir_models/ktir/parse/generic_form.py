@@ -14,8 +14,9 @@ dynamic-size sentinel, integer comparison predicates, ``#linalg.iterator_type<..
 the verifier and compiler see one IR whichever form a program uses.
 
 Ops of dialects the emulator does not implement (e.g. ``"test.op"`` of MLIR's test dialect) are
-kept as opaque ops, as ``mlir-opt --allow-unregistered-dialect`` keeps them: they verify
-(nothing is known about them) and a plan that reaches one reports it is not implemented.
+read and kept as opaque ops, as ``mlir-opt --allow-unregistered-dialect`` keeps them (their
+types are read, the module prints back), but the verifier refuses them: a module that verifies
+is one the emulator can run.
 """
 
 from __future__ import annotations
