@@ -7,7 +7,9 @@ The tokenizer is one regular expression. Types (``tensor<...>``, ``memref<...>``
 their parsed objects are cached by text: whole-model programs repeat the same few hundred of them
 thousands of times, which keeps parsing of a 452-node program well under a second.
 
-Every op gets the :class:`Location` of its first token. Undefined SSA names are reported here (the
+Every op gets the :class:`Location` of its first token, with the MLIR location its text gives
+(``loc(...)``, parse/locations.py) as that Location's ``source``. The text's bounds
+(parse/bounds.py) are checked as it is read. Undefined SSA names are reported here (the
 parser must resolve operands anyway); the structural and type rules live in :mod:`verify`.
 """
 
