@@ -9,6 +9,13 @@ An expression is a small immutable tree of tuples:
 Semantics follow MLIR: floordiv/ceildiv/mod use floor rounding and ``mod`` is non-negative for a
 positive divisor. Evaluation goes through generated Python lambdas, so the same map evaluates on
 Python ints and on numpy integer arrays (vectorised point enumeration).
+
+Invariant: a parsed expression's tree is at most ``MAX_AFFINE_DEPTH`` deep, so the recursive
+helpers below and the generated lambdas (whose parentheses nest as the tree) never reach a
+Python limit. Parsing keeps trees shallow where the text is long but flat: constant factors of
+a product fold into one (``d0 * 2 * 3`` is ``6 * d0``), a run of unary minus signs is one sign
+or none, and a long sum is built as a balanced tree; only real nesting (parentheses, chains of
+floordiv/ceildiv/mod) deepens a tree, and nesting deeper than the bound is a syntax error.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .parse.bounds import MAX_AFFINE_DEPTH, MAX_LITERAL_CHARS
 
 Expr = tuple
 
@@ -32,13 +41,21 @@ class AffineSyntaxError(ValueError):
 # ----------------------------------------------------------------------------------------------
 # expression helpers
 
+_I64 = 1 << 63
+
+
 def const(k: int) -> Expr:
-    return ("c", int(k))
+    """A constant; MLIR's affine constants are 64-bit, and one that does not fit (a literal or
+    a folded sum or product) is a syntax error rather than a value numpy cannot hold."""
+    k = int(k)
+    if not -_I64 <= k < _I64:
+        raise AffineSyntaxError(f"affine constant {k} does not fit in 64 bits")
+    return ("c", k)
 
 
 def add(a: Expr, b: Expr) -> Expr:
     if a[0] == "c" and b[0] == "c":
-        return ("c", a[1] + b[1])
+        return const(a[1] + b[1])
     if a[0] == "c" and a[1] == 0:
         return b
     if b[0] == "c" and b[1] == 0:
@@ -48,13 +65,15 @@ def add(a: Expr, b: Expr) -> Expr:
 
 def mul(a: Expr, b: Expr) -> Expr:
     if a[0] == "c" and b[0] == "c":
-        return ("c", a[1] * b[1])
+        return const(a[1] * b[1])
     if b[0] == "c":
         a, b = b, a
     if a[0] != "c":
         raise AffineSyntaxError("product of two non-constant affine expressions")
     if a[1] == 1:
         return b
+    if b[0] == "*":  # k1 * (k2 * x) is (k1 * k2) * x: a product of constants stays one node
+        return mul(const(a[1] * b[1][1]), b[2])
     return ("*", a, b)
 
 
@@ -73,6 +92,32 @@ def divlike(kind: str, a: Expr, b: Expr) -> Expr:
             return ("c", -((-a[1]) // k))
         return ("c", a[1] % k)
     return (kind, a, b)
+
+
+def depth(e: Expr) -> int:
+    """How deep the tree of ``e`` is (a leaf is 1), without recursion."""
+    deepest = 0
+    stack = [(e, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        if len(node) == 3:  # an operator; leaves (constants, dims, symbols, ...) have two
+            stack.append((node[1], d + 1))
+            stack.append((node[2], d + 1))
+    return deepest
+
+
+def balanced_sum(terms: list[Expr]) -> Expr:
+    """``terms[0] + terms[1] + ...`` in that order, as a tree of logarithmic depth."""
+    if len(terms) == 1:
+        return terms[0]
+    mid = len(terms) // 2
+    return add(balanced_sum(terms[:mid]), balanced_sum(terms[mid:]))
+
+
+# sums with more terms than this are built balanced (shorter ones keep the left-deep tree the
+# parser always built, which printers and tests know)
+_LONG_SUM = 16
 
 
 def linear_form(e: Expr) -> tuple[dict[tuple[str, int], int], int] | None:
@@ -169,12 +214,16 @@ def tokenize(text: str) -> list[tuple[str, str, int]]:
 
 
 class ExprParser:
-    """Recursive descent over affine tokens; ``resolve(name)`` maps identifiers to ("d"|"s", i)."""
+    """Recursive descent over affine tokens; ``resolve(name)`` maps identifiers to ("d"|"s", i).
+
+    Parentheses recurse, so their nesting is bounded (``MAX_AFFINE_DEPTH``); every expression
+    :meth:`parse_expr` returns is at most that deep (see the module docstring)."""
 
     def __init__(self, tokens: list[tuple[str, str, int]], resolve, pos: int = 0):
         self.toks = tokens
         self.pos = pos
         self.resolve = resolve
+        self.parens = 0
 
     def peek(self) -> str | None:
         return self.toks[self.pos][1] if self.pos < len(self.toks) else None
@@ -190,17 +239,28 @@ class ExprParser:
         self.pos += 1
 
     def parse_expr(self) -> Expr:
-        e = self.parse_term()
+        start = self.offset()
+        terms = [self.parse_term()]
         while True:
             t = self.peek()
             if t == "+":
                 self.pos += 1
-                e = add(e, self.parse_term())
+                terms.append(self.parse_term())
             elif t == "-":
                 self.pos += 1
-                e = add(e, neg(self.parse_term()))
+                terms.append(neg(self.parse_term()))
             else:
-                return e
+                break
+        if len(terms) > _LONG_SUM:
+            e = balanced_sum(terms)
+        else:
+            e = terms[0]
+            for term in terms[1:]:
+                e = add(e, term)
+        if depth(e) > MAX_AFFINE_DEPTH:
+            raise AffineSyntaxError(f"affine expression nests deeper than {MAX_AFFINE_DEPTH} "
+                                    "levels", start)
+        return e
 
     def parse_term(self) -> Expr:
         e = self.parse_unary()
@@ -219,15 +279,27 @@ class ExprParser:
         if self.pos >= len(self.toks):
             raise AffineSyntaxError("affine expression ends too early", self.offset())
         kind, text, off = self.toks[self.pos]
-        if text == "-":
-            self.pos += 1
-            return neg(self.parse_unary())
+        if text == "-":  # a run of signs is read in a loop: any number of them, no recursion
+            signs = 0
+            while self.peek() == "-":
+                self.pos += 1
+                signs += 1
+            e = self.parse_unary()
+            return neg(e) if signs % 2 else e
         if text == "(":
             self.pos += 1
+            self.parens += 1
+            if self.parens > MAX_AFFINE_DEPTH:
+                raise AffineSyntaxError(f"parentheses nest deeper than {MAX_AFFINE_DEPTH} "
+                                        "levels in affine expression", off)
             e = self.parse_expr()
             self.expect(")")
+            self.parens -= 1
             return e
         if kind == "num":
+            if len(text) > MAX_LITERAL_CHARS:
+                raise AffineSyntaxError(f"number literal of {len(text)} characters is too long "
+                                        f"(at most {MAX_LITERAL_CHARS})", off)
             self.pos += 1
             return const(int(text))
         if kind in ("id", "ssa"):

@@ -25,6 +25,7 @@ import numpy as np
 from .dialects.ktdp.access import element_offsets, points_inside, tile_points
 from .errors import EmulationFault, Location
 from .ir import Op, ScalarType, TensorType
+from .source_loc import described
 
 F16_MIN_SUBNORMAL_HALF = 2.0 ** -25  # values below this round to zero in f16
 
@@ -40,7 +41,7 @@ class CheckWarning:
 
     def __str__(self) -> str:
         return (f"{self.loc}: {self.kind} in function @{self.function}, op {self.op}, "
-                f"core {self.core}: {self.message}")
+                f"core {self.core}: {self.message}{described(self.loc.source)}")
 
 
 def _is_float(t) -> bool:

@@ -15,15 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UserError
+from .source_loc import SourceLoc, described
 
 
 @dataclass(frozen=True)
 class Location:
-    """A position in a source file; line and col are 1-based."""
+    """A position in a source file; line and col are 1-based. ``source`` is the MLIR location
+    the program text gives the op or value (``loc(...)``, resolved), or None when it gives
+    none; ``str()`` is the KTIR position only, messages add the source (see ``described``)."""
 
     file: str
     line: int
     col: int
+    source: SourceLoc | None = None
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
@@ -38,7 +42,7 @@ class Diagnostic:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.loc}: error: {self.message}"
+        return f"{self.loc}: error: {self.message}{described(self.loc.source)}"
 
 
 class KtirError(UserError):
@@ -67,7 +71,8 @@ class EmulationFault(UserError):
         self.core = core
         core_text = "?" if core is None else str(core)
         super().__init__(
-            f"{loc}: emulation fault in function @{function}, op {op}, core {core_text}: {message}")
+            f"{loc}: emulation fault in function @{function}, op {op}, core {core_text}: {message}"
+            f"{described(loc.source)}")
 
     def located(self, *, function: str, op: str, loc: Location, core: int | None) -> "EmulationFault":
         """A copy of this fault with the missing context filled in (keeps what is already known)."""

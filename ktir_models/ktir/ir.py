@@ -3,7 +3,9 @@
 Invariants:
 
 * Every :class:`Op` carries the :class:`Location` of its first token (the result name, or the op
-  name when it has no results).
+  name when it has no results). A trailing ``loc(...)`` in the text becomes that Location's
+  ``source`` (source_loc.py), as it does for function and block arguments, functions and the
+  module; without one, ``source`` is None.
 * SSA values are :class:`Value` objects; operands refer to the defining Value directly (names are
   kept only for messages). Block arguments (loop induction variables, iter_args, region args) are
   Values too, with ``owner`` None.

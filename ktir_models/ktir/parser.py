@@ -7,7 +7,9 @@ The tokenizer is one regular expression. Types (``tensor<...>``, ``memref<...>``
 their parsed objects are cached by text: whole-model programs repeat the same few hundred of them
 thousands of times, which keeps parsing of a 452-node program well under a second.
 
-Every op gets the :class:`Location` of its first token. Undefined SSA names are reported here (the
+Every op gets the :class:`Location` of its first token, with the MLIR location its text gives
+(``loc(...)``, parse/locations.py) as that Location's ``source``. The text's bounds
+(parse/bounds.py) are checked as it is read. Undefined SSA names are reported here (the
 parser must resolve operands anyway); the structural and type rules live in :mod:`verify`.
 """
 
@@ -16,14 +18,19 @@ from __future__ import annotations
 import bisect
 import gc
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from . import affine
 from .op_templates import OpTemplate
 from .parse import generic_form
+from .parse import locations as loc_syntax
+from .parse.bounds import MAX_LINES, MAX_NESTING, MAX_OPS, MAX_TEXT_CHARS
+from .parse.numbers import check_literal
 from .parse.numbers import hex_float  # noqa: F401  (re-exported; it lived here)
 from .parse import types as frontend_types
-from .parse.lexer import LineOffsets, tokenize, tokenize_text
+from .parse.lexer import (AFFINE_PAREN_DEPTH, LineOffsets, TokenBoundError, tokenize,
+                          tokenize_text)
 from .parse.tile_types import parse_tile_future
 from . import dialects  # noqa: F401  (registers each op kind's syntax)
 from . import registry
@@ -56,14 +63,20 @@ class _Parser:
         self.filename = filename
         self.diags: list[Diagnostic] = []
         self.templates = _OP_TEMPLATES if cached else None
-        if cached:
-            self.texts, self.kinds, self.offs, self._line_starts = tokenize(text)
-        else:
-            self.texts, self.kinds, self.offs = tokenize_text(text)
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        try:
+            if cached:
+                self.texts, self.kinds, self.offs, self._line_starts = tokenize(text)
+            else:
+                self.texts, self.kinds, self.offs = tokenize_text(text)
+        except TokenBoundError as exc:
+            raise KtirError.at(self.loc_at(exc.offset), str(exc)) from None
         if "bad" in self.kinds:
             j = self.kinds.index("bad")
             raise KtirError.at(self.loc_at(self.offs[j]), f"unexpected character {self.texts[j]!r}")
+        if "long" in self.kinds:
+            j = self.kinds.index("long")
+            check_literal(self, self.texts[j], j)
         for _ in range(4):  # sentinels: peek(k) never runs off the end
             self.kinds.append("eof")
             self.texts.append("<end of file>")
@@ -73,6 +86,12 @@ class _Parser:
         self.scopes: list[dict[str, Value]] = []
         self._lookups: list[tuple[str, Value]] = []  # of the op being parsed, for its template
         self.aliases: dict[str, object] = {}
+        # `#name = loc(...)` (unresolved trees: an alias may be used before it is defined) and
+        # the ops, values, functions and module that carry a `loc(...)`, attached at the end
+        self.loc_aliases: dict[str, object] = {}
+        self.loc_fixups: list[tuple[object, object]] = []
+        self.depth = 0  # regions and array attributes open around the current token
+        self.op_count = 0
 
     # -- basics ---------------------------------------------------------------------------
     def loc_at(self, offset: int) -> Location:
@@ -253,12 +272,14 @@ class _Parser:
             return text[1:-1]
         if text == "[":
             self.pos += 1
+            self.enter(i)
             items = []
             while not self.accept("]"):
                 items.append(self.parse_attr_value())
                 if not self.accept(","):
                     self.expect("]", "closing the array attribute")
                     break
+            self.depth -= 1
             return items
         if kind in ("int", "float", "hex") or text == "-":
             return self.number()
@@ -273,6 +294,9 @@ class _Parser:
             return self.dense(text, i)
         if kind in ("type", "anglety") or (kind == "ident" and text in ELEMENT_DTYPES):
             return self.parse_type()
+        if kind == "ident" and text in ("affine_map", "affine_set"):
+            self.fail(f"malformed {text}: its closing '>' is missing or its parentheses nest "
+                      f"deeper than {AFFINE_PAREN_DEPTH} levels")
         self.fail(f"unsupported attribute value '{text}'")
 
     def attr_dict(self, value=None) -> dict:
@@ -325,6 +349,32 @@ class _Parser:
                  "belongs to a core's LX or L0 scratchpad only")
         return MemorySpace(kinds[name], core)
 
+    def enter(self, i: int, what: str = "regions and array attributes") -> None:
+        """One more region, array attribute or type opens at token ``i`` (parse/bounds.py)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail(f"{what} nest deeper than {MAX_NESTING} levels", i)
+
+    def trailing_loc(self, target) -> None:
+        """Read a ``loc(...)`` here, if there is one, for ``target`` (an op, value, function or
+        module); it is attached once the module's location aliases are all known."""
+        if self.texts[self.pos] == "loc":
+            tree = loc_syntax.trailing(self)
+            if tree is not None:
+                self.loc_fixups.append((target, tree))
+
+    def _attach_locations(self) -> None:
+        done: dict = {}
+        for target, tree in self.loc_fixups:
+            source = loc_syntax.resolve(self, tree, self.loc_aliases, done)
+            old = target.loc
+            new = replace(old, source=source)
+            target.loc = new
+            if isinstance(target, Op):
+                for r in target.results:
+                    if r.loc is old:
+                        r.loc = new
+
     def number(self):
         neg = self.accept("-")
         i = self.pos
@@ -352,6 +402,7 @@ class _Parser:
         return DenseConstant((self._literal(body, i),), splat=True)
 
     def _literal(self, s: str, i: int):
+        check_literal(self, s, i)
         try:
             if s in ("true", "false"):
                 return s == "true"
@@ -370,6 +421,9 @@ class _Parser:
         while self.kind() == "hashid" and self.peek(1) == "=":
             name = self.next()
             self.expect("=", "after the attribute alias name")
+            if loc_syntax.at_location(self):
+                self.loc_aliases[name] = loc_syntax.trailing(self)
+                continue
             self.aliases[name] = self.parse_attr_value()
 
     def parse_module(self) -> Module:
@@ -419,12 +473,15 @@ class _Parser:
             if generic_module:
                 for t in (")", ":", "(", ")", "->", "(", ")"):
                     self.expect(t, "closing the generic form of builtin.module")
+            self.trailing_loc(module)
             self.alias_definitions()
         module.aliases = dict(self.aliases)
         if self.kind() != "eof":
             self.fail(f"unexpected '{self.peek()}' after the module")
         if self.diags:
             raise KtirError(self.diags)
+        if self.loc_fixups:
+            self._attach_locations()
         return module
 
     def parse_function(self) -> Function:
@@ -441,8 +498,9 @@ class _Parser:
             self.expect(":", "after the argument name")
             atype = self.parse_type()
             if self.kind() == "punct" and self.peek() == "{":
-                self.attr_dict()
+                generic_form.dictionary(self)  # argument attributes: nothing the emulator reads
             args.append(self.define(aname, atype, self.loc(ai)))
+            self.trailing_loc(args[-1])
             if not self.accept(","):
                 self.expect(")", "closing the argument list")
                 break
@@ -452,13 +510,14 @@ class _Parser:
                 while not self.accept(")"):
                     results.append(self.parse_type())
                     if self.kind() == "punct" and self.peek() == "{":
-                        self.attr_dict()  # result attributes: nothing the emulator reads
+                        generic_form.dictionary(self)  # result attributes: nothing to run
                     self.accept(",")
             else:
                 results.append(self.parse_type())
         attrs: dict = {}
         if self.accept("attributes"):
-            attrs = self.attr_dict()
+            # any attribute MLIR allows (`16 : i32`, `#dialect.attr<...>`), typed values plain
+            attrs = {k: generic_form.plain(v) for k, v in generic_form.dictionary(self).items()}
         grid = (1, 1, 1)
         if "grid" in attrs:
             g = attrs["grid"]
@@ -468,10 +527,12 @@ class _Parser:
             grid = tuple(list(g) + [1] * (3 - len(g)))
         body = self.parse_region(open_scope=False)
         fn = Function(name, loc, args, body, attrs, grid, results=results)
+        self.trailing_loc(fn)
         return fn
 
     def parse_region(self, block_args: list[Value] | None = None, open_scope: bool = True,
                      terminators: tuple[str, ...] = ()) -> Region:
+        self.enter(self.pos)
         self.expect("{", "opening a region")
         if open_scope:
             self.scopes.append({})
@@ -487,22 +548,35 @@ class _Parser:
                     self.expect(":")
                     at = self.parse_type()
                     block.args.append(self.define(aname, at, self.loc(ai)))
+                    self.trailing_loc(block.args[-1])
                     if not self.accept(","):
                         self.expect(")", "closing the block arguments")
                         break
             self.expect(":", "after the block label")
         texts, kinds, ops, parse_op = self.texts, self.kinds, block.ops, self.parse_op
+        first = len(ops)
+        room = first + MAX_OPS - self.op_count  # (nested regions check the total as they end)
         while texts[self.pos] != "}":
             if kinds[self.pos] == "eof":
                 self.fail("unexpected end of file: missing '}'")
-            ops.append(parse_op())
+            op = parse_op()
+            ops.append(op)
+            if texts[self.pos] == "loc":
+                self.trailing_loc(op)
+            if len(ops) > room:
+                self.fail(f"more than {MAX_OPS} ops in one module")
+        self.op_count += len(ops) - first
+        if self.op_count > MAX_OPS:
+            self.fail(f"more than {MAX_OPS} ops in one module")
         self.pos += 1
+        self.depth -= 1
         if open_scope:
             self.scopes.pop()
         return Region([block])
 
     # -- ops ------------------------------------------------------------------------------
     def parse_op(self) -> Op:
+        """The op here (its trailing ``loc(...)`` is read by :meth:`parse_region`)."""
         start = self.pos
         cache = self.templates
         if cache is None:
@@ -594,6 +668,13 @@ def parse_text(text: str, filename: str = "<string>", cached: bool = True) -> Mo
     the result is the same as with ``cached=False`` (tests/ktir/test_parse_cache.py)."""
     # The parser allocates many small objects and no garbage cycles; pausing the cyclic GC
     # avoids repeated full-heap scans while a large program is built (about a third of the time).
+    if len(text) > MAX_TEXT_CHARS:
+        raise KtirError.at(Location(filename, 1, 1), f"program text of {len(text)} characters "
+                                                     f"is too long (at most {MAX_TEXT_CHARS})")
+    lines = text.count("\n") + 1
+    if lines > MAX_LINES:
+        raise KtirError.at(Location(filename, MAX_LINES + 1, 1),
+                           f"program text of {lines} lines is too long (at most {MAX_LINES})")
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -606,7 +687,12 @@ def parse_text(text: str, filename: str = "<string>", cached: bool = True) -> Mo
 def parse_file(path: str | Path) -> Module:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:  # a bounded read: a huge file or a device is refused
+            data = f.read(MAX_TEXT_CHARS + 1)
+        if len(data) > MAX_TEXT_CHARS:
+            raise KtirError.at(Location(str(path), 1, 1), f"file larger than {MAX_TEXT_CHARS} "
+                                                          "bytes (the bound on a program text)")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise KtirError.at(Location(str(path), 0, 0), "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

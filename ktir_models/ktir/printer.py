@@ -10,7 +10,8 @@ IR derives from operand types (declared type lists, a tile's base type) are left
 generic form's function type carries them. Where MLIR spells an attribute its own way, that
 spelling is printed: ``operandSegmentSizes``, ``static_*`` arrays with the dynamic-size sentinel,
 integer comparison predicates, ``#linalg.iterator_type<...>``, ``array<i64: ...>`` dimension
-lists.
+lists. MLIR locations the program gave (``loc(...)`` on ops, arguments, functions and the
+module) are written back in full after what carries them, without aliases.
 """
 
 from __future__ import annotations
@@ -120,6 +121,13 @@ def attr_text(v) -> str:
     if isinstance(v, Typed):
         return f"{attr_text(v.value)} : {type_text(v.type)}"
     return type_text(v)
+
+
+def _loc(x) -> str:
+    """`` loc(...)`` for an op, value, function or module whose Location has a source."""
+    loc = x.loc
+    source = None if loc is None else loc.source
+    return "" if source is None else f" loc({source.mlir()})"
 
 
 def _i64_array(values) -> str:
@@ -241,7 +249,7 @@ class _Printer:
                 self.keep(a)
             regions = [Region([Block(args)])]
         if not regions:
-            self.emit(depth, text + " : " + self.ftype(op))
+            self.emit(depth, text + " : " + self.ftype(op) + _loc(op))
             return
         self.emit(depth, text + " (")
         for k, r in enumerate(regions):
@@ -253,7 +261,7 @@ class _Printer:
                 self.region(r, depth + 1)
             if k + 1 < len(regions):
                 self.lines[-1] += ","
-        self.emit(depth, ") : " + self.ftype(op))
+        self.emit(depth, ") : " + self.ftype(op) + _loc(op))
 
     def ftype(self, op: Op) -> str:
         args = ", ".join(type_text(v.type) for v in op.operands)
@@ -263,7 +271,7 @@ class _Printer:
     def region(self, r: Region, depth: int, terminator: str | None = None) -> None:
         block = r.block
         self.emit(depth, "{")
-        args = ", ".join(f"{self.name(a)}: {type_text(a.type)}" for a in block.args)
+        args = ", ".join(f"{self.name(a)}: {type_text(a.type)}{_loc(a)}" for a in block.args)
         self.emit(depth, f"^bb0({args}):" if args else "^bb0:")
         for inner in block.ops:
             self.op(inner, depth + 1)
@@ -294,7 +302,7 @@ class _Printer:
         tail = ""
         if attrs:
             tail = " {" + ", ".join(f"{k} = {attr_text(v)}" for k, v in attrs.items()) + "}"
-        self.emit(1, ")" + tail + " : () -> ()")
+        self.emit(1, ")" + tail + " : () -> ()" + _loc(fn))
 
 
 def _with_args(fn: Function) -> Region:
@@ -312,5 +320,5 @@ def print_generic(module: Module) -> str:
     p.emit(0, "^bb0:")
     for fn in module.functions.values():
         p.function(fn)
-    p.emit(0, "}) : () -> ()")
+    p.emit(0, "}) : () -> ()" + _loc(module))
     return "\n".join(p.lines) + "\n"

@@ -4,7 +4,10 @@ Each op kind's rule is its ``verify`` part in the registry (registry.py), a
 :class:`~ktir_models.ktir.verify_rules.Rule` (operand/result counts, required attributes, number
 of regions, and an optional shape/type check) registered by its dialect module (dialects/).
 :func:`verify` walks every op, applies its rule and collects *all* violations as located
-diagnostics, then raises one :class:`KtirError`. Unknown ops are errors. Definition-before-use is
+diagnostics, then raises one :class:`KtirError`. An op kind the emulator cannot run is an
+error ("unknown operation"), in custom or generic form: one with no rule or no builder in the
+registry, and an op of an unknown dialect kept opaque by the generic-form reader, so a module
+that verifies is one the compiler can build. Definition-before-use is
 checked by the parser (it must resolve names to values anyway) and reported with the same
 ``file:line:col: error:`` format. Besides the per-op rules, this module checks what spans ops:
 terminators and their parents, a function's return, calls and call cycles, and reduce results.
@@ -15,7 +18,8 @@ from __future__ import annotations
 from . import dialects  # noqa: F401  (registers each op kind's rule)
 from . import registry
 from .errors import Diagnostic, KtirError
-from .ir import Function, Module, Op, ScalarType, TileFutureType
+from .ir import Function, Module, Op, ScalarType, TensorType, TileFutureType
+from .parse.bounds import MAX_CONSTANT_ELEMENTS
 from .verify_rules import Bad as _Bad, Rule, compatible as _compatible, fail as _fail
 
 # terminators and the ops whose region they close
@@ -66,6 +70,19 @@ def _op_messages(op: Op, rule: Rule, parent: str | None) -> list[str]:
     return []
 
 
+# ops that materialise a whole tensor from one literal: their size is bounded (parse/bounds.py)
+_MATERIALISING = frozenset({"arith.constant", "tensor.splat"})
+
+
+def _constant_too_large(op: Op) -> str | None:
+    for r in op.results:
+        t = r.type
+        if isinstance(t, TensorType) and t.is_static and t.num_elements > MAX_CONSTANT_ELEMENTS:
+            return (f"'{op.name}' makes a tensor of {t.num_elements} elements ({t}); a constant "
+                    f"tensor holds at most {MAX_CONSTANT_ELEMENTS}")
+    return None
+
+
 def _verdict_key(op: Op, parent: str | None) -> tuple | None:
     """What an op's verdict depends on beyond its origin, or None when it cannot be keyed.
 
@@ -87,12 +104,17 @@ def _verdict_key(op: Op, parent: str | None) -> tuple | None:
 
 
 def _verify_op(op: Op, parent: str | None, diags: list[Diagnostic]) -> None:
-    rule = registry.part("verify", op.name)
-    if rule is None and op.attrs.get("opaque"):
-        return  # an op of a dialect the emulator does not know, kept as written (generic form)
-    if rule is None:
-        diags.append(Diagnostic(op.loc, f"unknown operation '{op.name}'"))
+    kind = registry.lookup(op.name)
+    rule = None if kind is None else kind.verify
+    if rule is None or kind.build is None or op.attrs.get("opaque"):
+        diags.append(Diagnostic(op.loc, f"unknown operation '{op.name}': the emulator does "
+                                        "not implement it"))
         return
+    if op.name in _MATERIALISING:
+        message = _constant_too_large(op)
+        if message is not None:
+            diags.append(Diagnostic(op.loc, message))
+            return
     origin = op.origin
     key = None if origin is None else _verdict_key(op, parent)
     if key is None:

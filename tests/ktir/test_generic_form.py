@@ -106,9 +106,15 @@ def ir_dump(fn) -> list:
     return out
 
 
+# corpus files holding ops of MLIR's test dialect: read (and printed) but refused by verify
+UNREGISTERED_OPS = {"access-tile-type.mlir"}
+
+
 def _load(path: Path):
     """Parse + verify, ktir-cpu's ring reduces with their reshaping reading."""
     reshaping = "ring_reduce" in path.name
+    if path.name in UNREGISTERED_OPS:
+        return ktir.parse_text(path.read_text(), str(path)), reshaping
     return ktir.load_module(path, reshaping_reduce=reshaping), reshaping
 
 
@@ -118,7 +124,8 @@ def test_generic_form_gives_the_same_ir(path: Path) -> None:
     text = print_generic(module)
     assert '"ktdp.' in text or '"arith.' in text or '"func.return"' in text
     again = ktir.parse_text(text, f"{path.name}.generic")
-    ktir.verify(again, reshaping_reduce=reshaping)
+    if path.name not in UNREGISTERED_OPS:
+        ktir.verify(again, reshaping_reduce=reshaping)
     assert list(again.functions) == list(module.functions)
     for name, fn in module.functions.items():
         assert ir_dump(again.functions[name]) == ir_dump(fn), name
@@ -220,14 +227,18 @@ def test_hand_written_generic_module_runs() -> None:
     np.testing.assert_array_equal(out.array, data + data)
 
 
-def test_unregistered_dialect_op_is_kept_opaque_and_refused_when_run() -> None:
+def test_unregistered_dialect_op_is_read_but_refused_by_verify_and_compile() -> None:
+    """The reader keeps an op of an unknown dialect (its types are read), but a module that
+    verifies must run: the verifier refuses it at its location, and so does the compiler."""
     text = """func.func @f() {
   %0 = "test.op"() : () -> !ktdp.access_tile<2x3xindex>
   return
 }
 """
     module = ktir.parse_text(text, "t.mlir")
-    ktir.verify(module)  # as mlir-opt --allow-unregistered-dialect would
+    assert module.function("f").body.block.ops[0].results[0].type.shape == (2, 3)
+    with pytest.raises(ktir.KtirError, match=r"t\.mlir:2:3: error: unknown operation 'test\.op'"):
+        ktir.verify(module)
     with pytest.raises(ktir.KtirError, match="does not implement 'test.op'"):
         ktir.Machine().compile(module.function("f"))
 

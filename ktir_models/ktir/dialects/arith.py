@@ -210,6 +210,15 @@ def _constant(op: Op) -> None:
             fail("a scalar constant cannot be a list")
     else:
         fail(f"constants of type {t} are not supported")
+    width = _INT_WIDTHS.get(getattr(t, "elem", getattr(t, "name", None)))
+    if width is not None:  # as MLIR's parser: an integer literal must fit the type's width
+        for x in v.values:
+            x = x[1] if isinstance(x, tuple) else x
+            if type(x) is int and not -(1 << width - 1) <= x < 1 << width:
+                fail(f"integer constant {x} does not fit in {width} bits ({t})")
+
+
+_INT_WIDTHS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "index": 64}
 
 
 registry.set_part("verify", "arith.constant", Rule((0, 0), (1, 1), ("value",), check=_constant))

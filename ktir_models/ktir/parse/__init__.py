@@ -11,4 +11,6 @@
 * :mod:`.generic_form` — MLIR's generic op form (``"dialect.op"(...) <{...}> ({...}) {...} :
   (...) -> ...``), turned into the same IR as each op's custom form.
 * :mod:`.tile_types` — an access tile set larger than its result type, clipped to the type.
+* :mod:`.locations` — MLIR's ``loc(...)`` syntax and ``#loc`` aliases (resolved at module end).
+* :mod:`.bounds` — the bounds on a program text (size, lines, nesting, literals, ops, constants).
 """

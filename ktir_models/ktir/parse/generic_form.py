@@ -14,8 +14,9 @@ dynamic-size sentinel, integer comparison predicates, ``#linalg.iterator_type<..
 the verifier and compiler see one IR whichever form a program uses.
 
 Ops of dialects the emulator does not implement (e.g. ``"test.op"`` of MLIR's test dialect) are
-kept as opaque ops, as ``mlir-opt --allow-unregistered-dialect`` keeps them: they verify
-(nothing is known about them) and a plan that reaches one reports it is not implemented.
+read and kept as opaque ops, as ``mlir-opt --allow-unregistered-dialect`` keeps them (their
+types are read, the module prints back), but the verifier refuses them: a module that verifies
+is one the emulator can run.
 """
 
 from __future__ import annotations
@@ -79,12 +80,14 @@ def attribute(p):
         return text[1:].strip('"')
     if text == "[":
         p.pos += 1
+        p.enter(i)
         items = []
         while not p.accept("]"):
             items.append(attribute(p))
             if not p.accept(","):
                 p.expect("]", "closing the array attribute")
                 break
+        p.depth -= 1
         return items
     if text == "(" and kind == "punct":  # a function type (function_type = (index) -> ())
         return function_type(p)
@@ -119,6 +122,9 @@ def _plain(value):
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+plain = _plain
 
 
 def _dynamic(values: list) -> list:
@@ -538,8 +544,10 @@ def parse_function(p) -> Function:
                 or not all(isinstance(x, int) and x >= 1 for x in g)):
             p.fail("grid must be a list of 1 to 3 positive integers", name_i)
         grid = tuple(list(g) + [1] * (3 - len(g)))
-    return Function(name, loc, args, body, fn_attrs, grid, results=list(results))
+    fn = Function(name, loc, args, body, fn_attrs, grid, results=list(results))
+    p.trailing_loc(fn)
+    return fn
 
 
-__all__ = ["parse_op", "parse_function", "attribute", "dictionary", "Typed", "Opaque",
+__all__ = ["parse_op", "parse_function", "attribute", "dictionary", "plain", "Typed", "Opaque",
            "DYNAMIC_SENTINEL", "CMPI_PREDICATES", "CMPF_PREDICATES", "default_order"]

@@ -10,14 +10,31 @@ from __future__ import annotations
 import bisect
 import re
 
-_P2 = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+from .bounds import MAX_LINE_CHARS, MAX_LITERAL_CHARS, MAX_TOKEN_CHARS
+
+
+class TokenBoundError(Exception):
+    """A line or token over its bound (parse/bounds.py); ``offset`` is where it starts in the
+    text. The parser turns it into a located error."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+# affine_map/affine_set results: parentheses nested up to AFFINE_PAREN_DEPTH levels (a regular
+# expression cannot count; each level is spelled out, and the alternatives of a level start with
+# different characters, so matching never backtracks more than one character)
+AFFINE_PAREN_DEPTH = 16
+_PAREN = r"\([^()]*\)"
+for _ in range(AFFINE_PAREN_DEPTH - 1):
+    _PAREN = r"\((?:[^()]|" + _PAREN + r")*\)"
 # One capture group: the token. Whitespace and // comments are skipped by the prefix. The kind of a
 # token is derived from its text afterwards (_classify), which is much faster than named groups.
 _TOKEN_RE = re.compile(
     r"(?:\s+|//[^\n]*)*("
     r"%[\w$.\-]+(?:#\d+)?"  # most frequent first: SSA names and plain punctuation
     r"|[,:=\[\](){}]"
-    r"|affine_(?:map|set)<\s*\([^()]*\)\s*(?:\[[^\]]*\])?\s*(?:->|:)\s*" + _P2 + r"\s*>"
+    r"|affine_(?:map|set)<\s*\([^()]*\)\s*(?:\[[^\]]*\])?\s*(?:->|:)\s*" + _PAREN + r"\s*>"
     r"|(?:tensor|memref|vector)<[^<>]*(?:<[^<>]*>[^<>]*)*>"  # memref<4xf16, #ms<HBM>> nests once
     r"|dense<[^<>]*>"
     r"|[A-Za-z_][\w$.]*"
@@ -56,6 +73,8 @@ def _classify(t: str) -> str:
     if k is not None:
         return k
     if c.isdigit():
+        if len(t) > MAX_LITERAL_CHARS:
+            return "long"  # refused by the parser with the literal bound's message
         if t[:2] in ("0x", "0X") and len(t) > 2:
             return "hex"
         return "float" if ("." in t or "e" in t or "E" in t) else "int"
@@ -85,8 +104,19 @@ def _classify(t: str) -> str:
 def tokenize_text(text: str) -> tuple[list[str], list[str], list[int]]:
     """Texts, kinds and start offsets of every token of ``text`` (trailing eof tokens dropped).
 
-    The reference tokenizer: one pass of :data:`_TOKEN_RE` over the whole text."""
+    The reference tokenizer: one pass of :data:`_TOKEN_RE` over the whole text. Raises
+    :class:`TokenBoundError` for a line or token over its bound."""
+    base = 0
+    for line in text.split("\n"):
+        if len(line) > MAX_LINE_CHARS:
+            raise TokenBoundError(f"line of {len(line)} characters is too long (at most "
+                                  f"{MAX_LINE_CHARS})", base)
+        base += len(line) + 1
     found = [(m.start(1), m.group(1)) for m in _TOKEN_RE.finditer(text)]
+    for off, t in found:
+        if len(t) > MAX_TOKEN_CHARS:
+            raise TokenBoundError(f"token of {len(t)} characters is too long (at most "
+                                  f"{MAX_TOKEN_CHARS})", off)
     offs = [o for o, _ in found]
     texts = [t for _, t in found]
     known = _KIND_CACHE.get
@@ -169,6 +199,9 @@ def tokenize(text: str) -> tuple[list[str], list[str], list[int] | LineOffsets, 
         first.append(len(texts))
         entry = cache.get(line)
         if entry is None:
+            if len(line) > MAX_LINE_CHARS:
+                raise TokenBoundError(f"line of {len(line)} characters is too long (at most "
+                                      f"{MAX_LINE_CHARS})", base)
             entry = _LineTokens(line)
             cache[line] = entry
         if not entry.safe:

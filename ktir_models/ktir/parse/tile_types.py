@@ -31,6 +31,7 @@ def parse_tile_future(p, i: int) -> TileFutureType:
         p.pos += 1
     p.expect("<")
     parts = []
+    p.enter(i, "types")  # a partial type may (wrongly) be a future: bounded recursion
     if p.accept("("):
         parts.append(p.parse_type())
         while p.accept(","):
@@ -38,6 +39,7 @@ def parse_tile_future(p, i: int) -> TileFutureType:
         p.expect(")", "closing the tile_future's partial types")
     else:
         parts.append(p.parse_type())
+    p.depth -= 1
     for t in parts:
         if not isinstance(t, TensorType):
             p.fail("invalid kind of type specified: tile_future partial types are ranked "
