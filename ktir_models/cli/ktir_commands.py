@@ -15,9 +15,10 @@ from typing import List, Optional
 
 import typer
 
+from ..api.runtime import build_backend
 from ..errors import UserError
 from .app import app
-from .backend_options import backend_option, build_backend, device_option, lx_model_option
+from .backend_options import backend_option, device_option, lx_model_option
 
 
 @app.command("check")
@@ -123,7 +124,7 @@ def run(
             buffers[name] = buf
             args[name] = buf.address
         elif name in scalars:
-            from .option_checks import scalar_value
+            from ..api.option_checks import scalar_value
 
             args[name] = scalar_value(name, scalars[name], arg.type)
         else:

@@ -1,5 +1,5 @@
-"""Range checks of the CLI's options against the model, made before anything is emitted or
-allocated.
+"""Range checks of the options (the API's, named as the CLI's) against the model, made before
+anything is emitted or allocated.
 
 Invariants a command may rely on after :func:`check_pass_options`: the pass's last position
 ``past + tokens - 1`` lies inside the model (``past + tokens <= max_position_embeddings``), the KV
@@ -10,8 +10,12 @@ capacity too, and the config's cost estimate is within bounds
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import UserError
-from ..model.config import ModelConfig
+
+if TYPE_CHECKING:
+    from ..model.config import ModelConfig
 
 #: numpy's seeded generators take any non-negative integer; the synthetic cache keys and
 #: docs/weights.md promise a 32-bit seed, so larger ones are refused rather than silently hashed.
