@@ -17,7 +17,8 @@ def project_imports(sources: list[str]) -> set[str]:
     """The ``ktir_models`` modules the code cells import (IPython magics left out)."""
     found = set()
     for source in sources:
-        code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        code = "\n".join(line for line in source.splitlines()
+                         if not line.lstrip().startswith(("%", "!")))
         for node in ast.walk(ast.parse(code)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
@@ -30,7 +31,8 @@ def test_walkthrough_imports_only_the_public_api():
     sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
     used = project_imports(sources)
     assert "ktir_models" in used and used <= PUBLIC, used
-    assert project_imports(["from ktir_models.model.runner import Runner"]) == {"ktir_models.model.runner"}
+    internal = project_imports(["from ktir_models.model.runner import Runner"])
+    assert internal == {"ktir_models.model.runner"}
 
 
 @pytest.mark.slow

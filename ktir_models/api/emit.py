@@ -23,10 +23,10 @@ def emit(model: str, *, out: Path | str, mode: str = "decode", tokens: int | Non
     spec = resolve_model(model)
     check_pass_options(spec.config, spec.name, mode, tokens, past, capacity)
     start = time.perf_counter()
-    directory = emit_program(spec.config, mode, tokens, past, Path(out), spec.name, capacity=capacity,
-                             force=force)
+    directory = emit_program(spec.config, mode, tokens, past, Path(out), spec.name,
+                             capacity=capacity, force=force)
     seconds = time.perf_counter() - start
-    manifest = load_manifest(directory, host_scalars=True)  # the typed manifest, as a session reads it
+    manifest = load_manifest(directory, host_scalars=True)  # typed, as a session reads it
     fields, nodes = emitted_fields(manifest), emitted_nodes(manifest)
     return EmitReport(model=spec.name, mode=manifest.mode, m=fields.m, past=fields.past,
                       capacity=fields.capacity, nodes=len(nodes), directory=str(directory),

@@ -53,7 +53,7 @@ def forward(model: str, *, program: Path | str | None = None, mode: str | None =
 
     text_input = _text_input(model, weights, seed, prompt, None if text is None else Path(text))
     if program is None:
-        if text_input is not None and tokens is None:  # our program runs the whole text: m = its length
+        if text_input is not None and tokens is None:  # our program runs the whole text
             tokens, mode = _text_pass_shape(text_input, mode, past)
         elif text_input is not None and mode is None:
             mode = "decode" if tokens == 1 else "prefill"
@@ -94,11 +94,13 @@ def _emit(model: str, mode: str | None, tokens: int | None, past: int = 0) -> Pa
             "forward: our KTIR emitter is not available in this build; pass --program DIR "
             "(a fixture directory with manifest.json and node*.mlir)"
         ) from None
-    check_pass_options(spec.config, spec.name, mode or "decode", tokens, past)  # before anything is emitted
+    # checked before anything is emitted
+    check_pass_options(spec.config, spec.name, mode or "decode", tokens, past)
     return cached_program(spec.config, mode or "decode", tokens, past, name=spec.name)
 
 
-def _text_input(model: str, weights: str, seed: int, prompt: str | None, text_file: Path | None) -> Any:
+def _text_input(model: str, weights: str, seed: int, prompt: str | None,
+                text_file: Path | None) -> Any:
     """The tokenised ``prompt`` / ``text`` (None without either); a UserError when the checkpoint
     has no tokenizer."""
     from ..model.text_input import encode_text, read_text
@@ -117,9 +119,10 @@ def _text_pass_shape(text_input: Any, mode: str | None, past: int) -> tuple[int,
     """(m, mode) of our program for a text: every token after the ``past`` prefix in one pass."""
     m = len(text_input.ids) - past
     if m < 1:
-        raise UserError(f"{text_input.where}: encodes to {len(text_input.ids)} tokens, none left after "
-                        f"--past {past}")
+        raise UserError(f"{text_input.where}: encodes to {len(text_input.ids)} tokens, none left "
+                        f"after --past {past}")
     if mode == "decode" and m != 1:
-        raise UserError(f"{text_input.where}: encodes to {len(text_input.ids)} tokens; decode runs one "
-                        f"(use --past {len(text_input.ids) - 1} to decode its last token after the rest)")
+        raise UserError(f"{text_input.where}: encodes to {len(text_input.ids)} tokens; decode runs "
+                        f"one (use --past {len(text_input.ids) - 1} to decode its last token after "
+                        "the rest)")
     return m, mode or ("decode" if m == 1 else "prefill")

@@ -27,8 +27,9 @@ TOKEN_STEPS = 4
 DEFAULT_TOKENS = 8
 
 
-def generate(model: str, *, prompt: str | None = None, chat: bool = False, tokens: int | None = None,
-             steps: int | None = None, weights: str = "hub", golden: str = "live", seed: int = 0,
+def generate(model: str, *, prompt: str | None = None, chat: bool = False,
+             tokens: int | None = None, steps: int | None = None, weights: str = "hub",
+             golden: str = "live", seed: int = 0,
              quiet: bool = False, verbose: bool = False, ids: bool = False,
              json: Path | str | None = None, force: bool = False, backend: str = "numpy",
              device: str = "auto", stream: Callable[[str], None] | None = None,
@@ -49,7 +50,8 @@ def generate(model: str, *, prompt: str | None = None, chat: bool = False, token
     if golden not in ("live", "none"):
         raise UserError(f"--golden {golden}: expected live or none")
     if prompt is not None and tokens is not None:
-        raise UserError("--prompt and --tokens: give one of them (--tokens means synthetic prompt ids)")
+        raise UserError("--prompt and --tokens: give one of them "
+                        "(--tokens means synthetic prompt ids)")
     if chat and prompt is None:
         raise UserError("--chat: needs --prompt")
     if tokens is not None and tokens < 1:
@@ -68,8 +70,8 @@ def generate(model: str, *, prompt: str | None = None, chat: bool = False, token
         check_positions(spec.config, spec.name, past=0, tokens=(tokens or DEFAULT_TOKENS) + steps,
                         what="--tokens + --steps")
     ckpt = get_checkpoint(spec, weights, seed=seed)
-    report = _run(ckpt, spec, weights, prompt, chat, tokens, steps, golden == "live", quiet, verbose,
-                  ids, array_backend, stream or (lambda text: None), on_step)
+    report = _run(ckpt, spec, weights, prompt, chat, tokens, steps, golden == "live", quiet,
+                  verbose, ids, array_backend, stream or (lambda text: None), on_step)
     if json_path is not None:
         write_report_json(json_path, report.to_dict())
     return report
@@ -86,9 +88,9 @@ def _run(ckpt: Any, spec: Any, weights: str, prompt: str | None, chat: bool, tok
     prompt_ids = None
     if prompt is not None:
         if tokenizer is None:
-            raise UserError(f"--prompt: the checkpoint {getattr(ckpt, 'origin', '')} has no tokenizer (no "
-                            f"tokenizer.json / tokenizer.model in {ckpt.directory}); use --tokens M for "
-                            "token ids")
+            raise UserError(f"--prompt: the checkpoint {getattr(ckpt, 'origin', '')} has no "
+                            f"tokenizer (no tokenizer.json / tokenizer.model in {ckpt.directory}); "
+                            "use --tokens M for token ids")
         prompt_ids = tokenizer.encode(prompt, chat=chat)
         check_positions(ckpt.config, spec.name, past=0, tokens=len(prompt_ids) + steps,
                         what=f"--prompt ({len(prompt_ids)} tokens) + --steps")
@@ -109,7 +111,7 @@ def _run(ckpt: Any, spec: Any, weights: str, prompt: str | None, chat: bool, tok
     def step_done(s: Any) -> None:
         piece = ""
         if text is not None:
-            if not report.steps:  # the prompt once the first pass is done (after any loading messages)
+            if not report.steps:  # the prompt after the first pass (and any loading messages)
                 report.prompt_text = text.shown
                 emit(text.shown)
             if s.next_token not in eos:
@@ -153,8 +155,8 @@ class _StepJudge:
 
         what = "prefill" if s.step == 0 else f"step {s.step}"
         shown = s.tokens if len(s.tokens) <= 4 else str(s.tokens[:4])[:-1] + ", ...]"
-        line = (f"  {what:>8}: past {s.past:>4}, in {shown} -> next {s.next_token}  ({s.seconds:.2f} s, "
-                f"LX peak {s.max_node_lx / 1024:.0f} KiB)")
+        line = (f"  {what:>8}: past {s.past:>4}, in {shown} -> next {s.next_token}  "
+                f"({s.seconds:.2f} s, LX peak {s.max_node_lx / 1024:.0f} KiB)")
         passed = None
         if s.metrics is not None:
             self.checked = True
@@ -165,7 +167,8 @@ class _StepJudge:
             self.closing = max(self.closing, float(s.metrics.max_closing))
             line += f"  [{'ok' if verdict.passed else 'FAIL'}] {s.metrics.summary()}"
             if verdict.near_ties:
-                line += f"; near-tie rows {[t.row for t in verdict.near_ties]} (band {verdict.band:.3g})"
+                rows = [t.row for t in verdict.near_ties]
+                line += f"; near-tie rows {rows} (band {verdict.band:.3g})"
             if not verdict.passed:
                 self.failures.append(f"{what}: " + "; ".join(verdict.reasons))
         return GenerationStep(step=s.step, past=s.past, tokens=[int(t) for t in s.tokens],
@@ -207,10 +210,12 @@ def _greedy_check(ckpt: Any, result: Any, prompt_ids: list[int] | None, n_prompt
     text = (f"first divergence from transformers' greedy generation at generated token {div.step} "
             f"({where}): ours {name(div.ours)}")
     if div.ours is not None and div.theirs is not None:
-        text += (f" (golden logit {div.ours_logit:.4f}), transformers {name(div.theirs)} (golden logit "
-                 f"{div.theirs_logit:.4f}): golden margin {div.margin:.4g}, near-tie band {div.band:.4g}")
+        text += (f" (golden logit {div.ours_logit:.4f}), transformers {name(div.theirs)} (golden "
+                 f"logit {div.theirs_logit:.4f}): golden margin {div.margin:.4g}, near-tie band "
+                 f"{div.band:.4g}")
     else:
         text += f", transformers {name(div.theirs)}"
     if div.near_tie:
-        return f"check: {text}: a near-tie, accepted; the continuations after it are not compared", None
+        return (f"check: {text}: a near-tie, accepted; the continuations after it are not "
+                "compared"), None
     return f"check: FAIL: {text}", text

@@ -20,4 +20,5 @@ def check_program_json_target(json_path: Path | None, program: Path, force: bool
     if Path(program).is_dir():
         for path in Path(program).iterdir():
             if path.resolve() == target:
-                raise UserError(f"--json {json_path}: refusing to overwrite {path}, a file of the program")
+                raise UserError(f"--json {json_path}: refusing to overwrite {path}, a file of the "
+                                "program")

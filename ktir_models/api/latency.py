@@ -20,8 +20,8 @@ def latency(program: Path | str, *, top: int | None = None, cores: int = 32, clo
     write ``report.to_dict()`` there."""
     json_path = Path(json) if json is not None else None
     check_program_json_target(json_path, Path(program), force)
-    report = LatencyReport(program_latency(Path(program), _hardware(cores, clock_ghz, hbm_tb_s, pipeline)),
-                           top=top)
+    params = _hardware(cores, clock_ghz, hbm_tb_s, pipeline)
+    report = LatencyReport(program_latency(Path(program), params), top=top)
     if json_path is not None:
         write_report_json(json_path, report.to_dict())
     return report
@@ -34,7 +34,7 @@ def program_latency(program: Path, params: Any = None, parsed: Any = None) -> An
     from ..model.manifest import load_manifest
     from ..model.program import parse_program
 
-    if parsed is None:  # the roofline reads the functions only: their argument names are not checked
+    if parsed is None:  # the roofline reads the functions only: argument names are not checked
         parsed = parse_program(load_manifest(program), check_arguments=False)
     return model_latency(parsed.named_functions(), params)
 

@@ -44,7 +44,8 @@ def check_positions(cfg: ModelConfig, model: str, *, past: int, tokens: int,
 
 def check_pass_options(cfg: ModelConfig, model: str, mode: str, tokens: int | None, past: int,
                        capacity: int | None = None) -> None:
-    """The pass ``mode``/``tokens``/``past``/``capacity`` fits ``cfg`` (see the module docstring)."""
+    """The pass ``mode``/``tokens``/``past``/``capacity`` fits ``cfg`` (see the module
+    docstring)."""
     from ..model.config import check_size_bounds
     from ..model.emit.api import pass_shape
 
@@ -77,8 +78,8 @@ def scalar_value(name: str, text: str, scalar_type) -> int | float:
     if is_float:
         limit = float(np.finfo(dtype).max)
         if not np.isfinite(value) or abs(value) > limit:
-            raise UserError(f"--scalar {name}={text[:40]}: outside the finite range of {scalar_type} "
-                            f"(|x| <= {limit:g})")
+            raise UserError(f"--scalar {name}={text[:40]}: outside the finite range of "
+                            f"{scalar_type} (|x| <= {limit:g})")
     else:
         info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
         if info is not None and not info.min <= value <= info.max:

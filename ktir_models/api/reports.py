@@ -242,8 +242,8 @@ class GenerationReport:
 
     def header(self) -> str:
         checked = "checked against transformers" if self.checked else "not checked"
-        return (f"generate: {self.model} ({self.origin}), prompt {self.prompt_tokens} tokens, up to "
-                f"{self.max_steps} decode steps, on {self.backend}; {checked}")
+        return (f"generate: {self.model} ({self.origin}), prompt {self.prompt_tokens} tokens, "
+                f"up to {self.max_steps} decode steps, on {self.backend}; {checked}")
 
     def tail(self) -> list[str]:
         """The lines after the streamed text: pass table, checks, ``generated:``."""

@@ -9,9 +9,10 @@ from ..errors import UserError
 from .reports import SweepReport
 
 
-def sweep(spec: Path | str, *, out: Path | str, junit: Path | str | None = None, ray: str | None = None,
-          jobs: int | None = None, timeout: float | None = None, only: str | None = None,
-          retry_failed: bool = False, project_key: str = "sources", quiet: bool = True) -> SweepReport:
+def sweep(spec: Path | str, *, out: Path | str, junit: Path | str | None = None,
+          ray: str | None = None, jobs: int | None = None, timeout: float | None = None,
+          only: str | None = None, retry_failed: bool = False, project_key: str = "sources",
+          quiet: bool = True) -> SweepReport:
     """Run every case of the sweep spec ``spec`` (a TOML file), reusing the results stored in
     ``out``; ``junit``: also write JUnit XML there. ``ray``: local, auto or an address (default:
     this machine's processes, ``jobs`` of them). ``report.passed`` is True when every case's

@@ -63,10 +63,13 @@ def named_inputs(program: Path | None, golden: str, weights: str) -> list[Path]:
     return paths
 
 
-def refuse_input_as_output(json_path: Path, manifest: Any, golden_path: Path | None, ckpt: Any) -> None:
-    """``--json`` may only name a file this run does not read (never a program, golden or weight)."""
+def refuse_input_as_output(json_path: Path, manifest: Any, golden_path: Path | None,
+                           ckpt: Any) -> None:
+    """``--json`` may only name a file this run does not read (never a program, golden or
+    weight)."""
     target = json_path.resolve()
-    inputs = [manifest.directory / "manifest.json", *(manifest.directory / n.mlir for n in manifest.nodes)]
+    inputs = [manifest.directory / "manifest.json",
+              *(manifest.directory / n.mlir for n in manifest.nodes)]
     inputs += list(manifest.directory.glob("*.f16.gz"))
     if golden_path is not None:
         inputs.append(golden_path)
@@ -78,12 +81,14 @@ def refuse_input_as_output(json_path: Path, manifest: Any, golden_path: Path | N
         inputs += [p for p in Path(directory).iterdir() if p.is_file()]
     for path in inputs:
         if path.resolve() == target:
-            raise UserError(f"--json {json_path}: refusing to overwrite an input of this run ({path})")
+            raise UserError(f"--json {json_path}: refusing to overwrite an input of this run "
+                            f"({path})")
 
 
 def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | None, weights: str,
                 golden: str, repeat: int, seed: int, quiet: bool, json_path: Path | None = None,
-                backend: Any = None, lx_model: str = "allocator", text_input: Any = None) -> ForwardRun:
+                backend: Any = None, lx_model: str = "allocator",
+                text_input: Any = None) -> ForwardRun:
     """Run ``program`` (a fixture directory) for model ``spec`` (``registry.ModelSpec``) and judge
     its logits against the golden ``golden`` (``auto``, ``vendored``, ``live``, ``none`` or a
     file). ``mode``/``tokens``: when given, must match the program. ``text_input`` (a tokenised
@@ -102,7 +107,8 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
     manifest = load_manifest(program)
     m = manifest.tokens
     if mode is not None and mode != manifest.mode:
-        raise UserError(f"--mode {mode}: the program in {program} is a {manifest.mode} program (m={m})")
+        raise UserError(f"--mode {mode}: the program in {program} is a {manifest.mode} program "
+                        f"(m={m})")
     if tokens is not None and tokens != m:
         raise UserError(f"--tokens {tokens}: the program in {program} runs m={m} tokens per pass")
     validate(manifest, cfg)
@@ -113,12 +119,14 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         golden = "live"  # a vendored golden (and its inputs) belongs to the fixture's own token ids
     choice, golden_path = golden_choice(golden, program)
     if text_input is not None and choice in ("vendored", "file"):
-        raise UserError(f"--golden {golden}: a stored golden holds the logits of other token ids than "
-                        f"{text_input.where}'s; use --golden live (or none) with text")
+        raise UserError(f"--golden {golden}: a stored golden holds the logits of other token ids "
+                        f"than {text_input.where}'s; use --golden live (or none) with text")
     reference = None
     if golden_path is not None:
         reference = golden_mod.read_f16_gz(golden_path, (m, cfg.vocab_size))
-    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest)) if choice == "vendored" else {}
+    vendored = {}
+    if choice == "vendored":
+        vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
 
     start = time.perf_counter()
     ckpt = get_checkpoint(spec, weights, seed=seed)
@@ -133,8 +141,8 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         # Our programs continue a real KV cache: our own prefill program writes it (emit docs).
         from .emit.generation import prefill_cache_inputs
 
-        vendored = {**prefill_cache_inputs(ckpt, manifest, backend=backend, prefix_ids=pass_.prefix_ids),
-                    **vendored}
+        prefix = prefill_cache_inputs(ckpt, manifest, backend=backend, prefix_ids=pass_.prefix_ids)
+        vendored = {**prefix, **vendored}
 
     runner = Runner(manifest, show_progress=not quiet, backend=backend, lx_model=lx_model)
     runner.load(parsed)
@@ -150,7 +158,8 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         start = time.perf_counter()
         if quiet or not sys.stderr.isatty():
             quiet_transformers()
-        reference = golden_mod.live_logits(ckpt, pass_.token_ids, past=pass_.past, prefix_ids=pass_.prefix_ids)
+        reference = golden_mod.live_logits(ckpt, pass_.token_ids, past=pass_.past,
+                                           prefix_ids=pass_.prefix_ids)
         golden_seconds = time.perf_counter() - start
 
     metrics = None
@@ -167,12 +176,14 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
 
             targets = next_token_targets(text_input.ids, pass_.past, m)
             text_doc = {"source": text_input.where, "tokenizer": text_input.tokenizer,
-                        "text_tokens": len(text_input.ids), "pass_ids": [int(i) for i in pass_.token_ids],
+                        "text_tokens": len(text_input.ids),
+                        "pass_ids": [int(i) for i in pass_.token_ids],
                         **text_metrics(logits, np.asarray(reference), targets).to_dict()}
         if result.nonfinite is not None:
             nf = result.nonfinite
             verdict_passed = False
-            reasons.append(f"node {nf.node} (@{nf.fn}) produced {nf.count} NaN/Inf in tensor {nf.tensor}")
+            reasons.append(f"node {nf.node} (@{nf.fn}) produced {nf.count} NaN/Inf in tensor "
+                           f"{nf.tensor}")
         metrics = metrics_dict(met)
 
     t = runner.timings
@@ -182,8 +193,7 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         mode=manifest.mode,
         tokens=m,
         weights=getattr(ckpt, "origin", weights),
-        golden={"live": f"live ({ckpt.golden_source}, f32)" if hasattr(ckpt, "golden_source")
-                else "live (transformers f32)", "none": "none"}.get(choice, f"{choice}: {golden_path}"),
+        golden=_golden_label(choice, golden_path, ckpt),
         nodes=len(manifest.nodes),
         repeat=repeat,
         passed=verdict_passed,
@@ -213,6 +223,15 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         text=text_doc,
     )
     return ForwardRun(report, parsed, pass_)
+
+
+def _golden_label(choice: str, golden_path: Path | None, ckpt: Any) -> str:
+    """The report's ``golden``: where the reference logits came from."""
+    if choice == "live" and hasattr(ckpt, "golden_source"):
+        return f"live ({ckpt.golden_source}, f32)"
+    if choice == "live":
+        return "live (transformers f32)"
+    return "none" if choice == "none" else f"{choice}: {golden_path}"
 
 
 def metrics_dict(met: Any) -> dict:

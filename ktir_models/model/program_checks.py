@@ -81,8 +81,9 @@ def arg_views(fn) -> ArgViews:
                 per_arg.setdefault(traced.arg, []).append(traced.offset + extent if extent else 0)
         elif op.name in _OTHER_WRITERS:
             complete = False
+    arg_uses = {a.name[1:]: uses.get(id(a), 0) for a in fn.args}
     extents = {name: max(views) for name, views in per_arg.items()
-               if name not in unknown and uses.get(id(_arg(fn, name)), 0) == traced_uses.get(name, 0)}
+               if name not in unknown and arg_uses[name] == traced_uses.get(name, 0)}
     written: set[str] = set()
     for op in fn.walk():
         if op.name != "ktdp.store":
@@ -93,10 +94,6 @@ def arg_views(fn) -> ArgViews:
         else:
             written.add(name)
     return ArgViews(extents, frozenset(written), complete)
-
-
-def _arg(fn, name: str):
-    return next(a for a in fn.args if a.name[1:] == name)
 
 
 def _view_extent(op) -> int | None:
@@ -133,13 +130,16 @@ def _address_root(value, args: dict[int, str], uses: dict[int, int]) -> _Address
     single = uses.get(id(value), 0) == 1
     if owner.name in _CASTS:
         inner = _address_root(owner.operands[0], args, uses)
-        return None if inner is None else _Address(inner.arg, inner.offset, inner.exclusive and single)
+        if inner is None:
+            return None
+        return _Address(inner.arg, inner.offset, inner.exclusive and single)
     if owner.name == "arith.addi" and len(owner.operands) == 2:
         for base, offset in (owner.operands, owner.operands[::-1]):
             inner = _address_root(base, args, uses)
             if inner is not None and _address_root(offset, args, uses) is None:
                 constant = _constant(offset)
-                total = None if inner.offset is None or constant is None else inner.offset + constant
+                known = inner.offset is not None and constant is not None
+                total = inner.offset + constant if known else None
                 return _Address(inner.arg, total, inner.exclusive and single)
     return None
 
@@ -202,16 +202,18 @@ def check_views(parsed: ParsedProgram, where: str = MANIFEST_FILE) -> None:
                 opaque.add(a.tensor)
             else:
                 if extent > t.rows * t.cols:
-                    raise r.fail(q, f"@{decl.fn} views %{a.name} as {extent} elements, but tensor {t.id} is "
-                                    f"declared {t.rows}x{t.cols} = {t.rows * t.cols} ({path})")
+                    raise r.fail(q, f"@{decl.fn} views %{a.name} as {extent} elements, but tensor "
+                                    f"{t.id} is declared {t.rows}x{t.cols} = {t.rows * t.cols} "
+                                    f"({path})")
                 largest[a.tensor] = max(largest.get(a.tensor, 0), extent)
             if a.name in views.written and not a.is_output:
-                raise r.fail(f"{q}.is_output", f"false, but @{decl.fn} stores into %{a.name} (tensor {t.id}; "
-                                               f"{path})")
+                raise r.fail(f"{q}.is_output", f"false, but @{decl.fn} stores into %{a.name} "
+                                               f"(tensor {t.id}; {path})")
             if views.complete and a.is_output and a.name not in views.written:
-                raise r.fail(f"{q}.is_output", f"true, but @{decl.fn} never stores into %{a.name} (tensor "
-                                               f"{t.id}; {path})")
+                raise r.fail(f"{q}.is_output", f"true, but @{decl.fn} never stores into "
+                                               f"%{a.name} (tensor {t.id}; {path})")
     for i, t in enumerate(manifest.tensors):
         if t.id in largest and t.id not in opaque and t.rows * t.cols > largest[t.id]:
-            raise r.fail(f"tensors[{i}]", f"tensor {t.id} is declared {t.rows}x{t.cols} = {t.rows * t.cols} "
-                                          f"elements, but the programs view at most {largest[t.id]} of them")
+            raise r.fail(f"tensors[{i}]", f"tensor {t.id} is declared {t.rows}x{t.cols} = "
+                                          f"{t.rows * t.cols} elements, but the programs view at "
+                                          f"most {largest[t.id]} of them")

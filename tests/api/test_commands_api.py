@@ -24,8 +24,10 @@ def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
     return exc.value.code, out, err
 
 
-def test_diagnose_passes_on_the_fixture_and_names_the_planted_node(broken_prefill, tmp_path, capsys):
-    good = ktir_models.diagnose(str(TINY_MODEL), program=PREFILL, weights=str(TINY_MODEL), table=True)
+def test_diagnose_passes_on_the_fixture_and_names_the_planted_node(broken_prefill, tmp_path,
+                                                                   capsys):
+    good = ktir_models.diagnose(str(TINY_MODEL), program=PREFILL, weights=str(TINY_MODEL),
+                                table=True)
     assert good.passed and good.mismatch is None
     assert len(good.diagnosis.compared) > 10  # mapped nodes compared with transformers
     bad = ktir_models.diagnose(str(TINY_MODEL), program=broken_prefill, weights=str(TINY_MODEL),
@@ -35,8 +37,8 @@ def test_diagnose_passes_on_the_fixture_and_names_the_planted_node(broken_prefil
     assert doc == bad.to_dict() and doc["diagnose"]["culprit"]["node"] == 6
     assert bad.mismatch == "diagnose: node 6 (@ktir_prefill_tiny_mha_n6_l0_attention, " \
                           f"{bad.diagnosis.culprit.role}) is out of its f16 band"
-    code, out, err = _cli(["diagnose", str(TINY_MODEL), "--program", str(broken_prefill), "--weights",
-                           str(TINY_MODEL)], capsys)
+    code, out, err = _cli(["diagnose", str(TINY_MODEL), "--program", str(broken_prefill),
+                           "--weights", str(TINY_MODEL)], capsys)
     assert code == 1 and out == bad.render() + "\n" and err.strip().splitlines()[-1] == bad.mismatch
 
 
@@ -46,12 +48,13 @@ def test_latency_report_is_what_the_cli_prints_and_writes(tmp_path, capsys):
     doc = report.to_dict()
     assert len(doc["latency"]["nodes"]) == 24 and doc["latency"]["params"]["num_cores"] == 32
     assert json.loads((tmp_path / "api.json").read_text()) == doc
-    code, out, _ = _cli(["latency", str(DECODE), "--top", "3", "--json", str(tmp_path / "cli.json")], capsys)
+    argv = ["latency", str(DECODE), "--top", "3", "--json", str(tmp_path / "cli.json")]
+    code, out, _ = _cli(argv, capsys)
     assert code == 0 and out == report.render() + "\n"
     assert json.loads((tmp_path / "cli.json").read_text()) == doc
     with pytest.raises(UserError, match="latency parameters: "):
         ktir_models.latency(DECODE, pipeline="sideways")
-    with pytest.raises(UserError, match="refusing to overwrite .*manifest.json, a file of the program"):
+    with pytest.raises(UserError, match="refusing to overwrite .*manifest.json, a file of the pro"):
         ktir_models.latency(DECODE, json=DECODE / "manifest.json")
 
 
@@ -65,7 +68,8 @@ def test_emit_writes_the_program_it_reports(tmp_path, capsys):
                          "--tokens", "4"], capsys)
     first, second = out.strip(), report.render()
     assert code == 0
-    assert first.split("(")[0].replace("/q", "/p") == second.split("(")[0]  # the same but for the seconds
+    # the same line but for the directory and the seconds
+    assert first.split("(")[0].replace("/q", "/p") == second.split("(")[0]
     with pytest.raises(UserError, match="beyond the model's positions"):
         ktir_models.emit(str(TINY_MODEL), out=tmp_path / "r", mode="prefill", tokens=300)
 

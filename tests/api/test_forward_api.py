@@ -41,8 +41,9 @@ def test_forward_passes_and_its_report_is_the_cli_s(tmp_path, capsys):
     assert doc["pass"] is True and doc["tokens"] == 1 and doc["nodes"] == 24
     assert report.render().splitlines()[-1] == "result   PASS"
 
-    code, out, _ = _cli(["forward", str(TINY_MODEL), "--program", str(DECODE), "--weights", str(TINY_MODEL),
-                         "--golden", "vendored", "-q", "--json", str(tmp_path / "cli.json")], capsys)
+    code, out, _ = _cli(["forward", str(TINY_MODEL), "--program", str(DECODE), "--weights",
+                         str(TINY_MODEL), "--golden", "vendored", "-q", "--json",
+                         str(tmp_path / "cli.json")], capsys)
     assert code == 0
     assert _untimed(out) == _untimed(report.render())
     cli_doc = json.loads((tmp_path / "cli.json").read_text())
@@ -62,12 +63,13 @@ def test_planted_bug_fails_with_the_cli_s_mismatch_and_a_diagnosis(broken_prefil
     assert doc["pass"] is False
     assert len(doc["latency"]["nodes"]) == 24
     culprit = doc["diagnose"]["culprit"]
-    assert culprit is not None and culprit["node"] == 6  # layer 0's attention: the first edited node
+    assert culprit is not None and culprit["node"] == 6  # layer 0's attention: the first edited
     text = report.render()
     assert "result   FAIL: " in text and "total: 24 nodes" in text
 
-    code, out, err = _cli(["forward", str(TINY_MODEL), "--program", str(broken_prefill), "--weights",
-                           str(TINY_MODEL), "--golden", "vendored", "-q", "--diagnose", "--latency"], capsys)
+    code, out, err = _cli(["forward", str(TINY_MODEL), "--program", str(broken_prefill),
+                           "--weights", str(TINY_MODEL), "--golden", "vendored", "-q", "--diagnose",
+                           "--latency"], capsys)
     assert code == 1 and err.strip().splitlines()[-1] == report.mismatch
     assert _untimed(out) == _untimed(text)
 

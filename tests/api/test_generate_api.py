@@ -21,7 +21,8 @@ from conftest import TINY_MODEL, plant_scale_bug
 def _transformers_greedy(model_dir: Path, ids: list[int], new_tokens: int) -> list[int]:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir), torch_dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(model_dir),
+                                                              torch_dtype=torch.float32)
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), do_sample=False, max_new_tokens=new_tokens,
                              attention_mask=torch.ones(1, len(ids), dtype=torch.long))
@@ -32,11 +33,11 @@ def test_generation_streams_its_report_and_matches_transformers():
     from ktir_models.model.inputs import golden_token_ids
 
     pieces, steps = [], []
-    report = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL), quiet=True,
-                                  stream=pieces.append, on_step=steps.append)
+    report = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL),
+                                  quiet=True, stream=pieces.append, on_step=steps.append)
     assert isinstance(report, ktir_models.GenerationReport)
     assert report.passed and report.mismatch is None
-    assert "".join(pieces) == report.render() + "\n"  # the stream is the printed text, piece by piece
+    assert "".join(pieces) == report.render() + "\n"  # the stream is the printed text
     assert [s.step for s in steps] == [0, 1, 2, 3] and all(s.passed for s in steps)
     assert report.generated == [s.next_token for s in steps]
     prompt = [int(t) for t in golden_token_ids(3, 512)]
@@ -48,19 +49,21 @@ def test_generation_streams_its_report_and_matches_transformers():
 
 
 def test_a_planted_bug_in_the_decode_program_fails_the_check(capsys):
-    clean = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL), golden="none",
-                                 quiet=True)
+    clean = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL),
+                                 golden="none", quiet=True)
     assert clean.passed and not clean.checked
     cache = Path(os.environ["KTIR_MODELS_CACHE"]) / "programs"
     decode = [d for d in cache.iterdir() if "-decode-" in d.name]
     assert decode and sum(plant_scale_bug(d) for d in decode) >= 2
-    report = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL), quiet=True)
+    report = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL),
+                                  quiet=True)
     assert not report.passed
     assert report.mismatch.startswith("generate: FAIL: step 1: ")  # the prefill program is intact
     assert [s.passed for s in report.steps][:2] == [True, False]
 
     with pytest.raises(SystemExit) as exc:
-        main(["generate", str(TINY_MODEL), "--tokens", "3", "--steps", "3", "--weights", str(TINY_MODEL), "-q"])
+        main(["generate", str(TINY_MODEL), "--tokens", "3", "--steps", "3", "--weights",
+              str(TINY_MODEL), "-q"])
     out, err = capsys.readouterr()
     assert exc.value.code == 1 and err.strip().splitlines()[-1] == report.mismatch
     assert "[FAIL]" in out
@@ -78,8 +81,8 @@ def test_text_mode_prints_text_and_checks_and_ids_only_when_asked(tmp_path, caps
     assert str(report.generated) not in report.render()
 
     with pytest.raises(SystemExit) as exc:
-        main(["generate", "stories260k", "--prompt", "Once upon a time", "--steps", "4", "-q", "--ids",
-              "--json", str(tmp_path / "g.json")])
+        main(["generate", "stories260k", "--prompt", "Once upon a time", "--steps", "4", "-q",
+              "--ids", "--json", str(tmp_path / "g.json")])
     out = capsys.readouterr().out
     assert exc.value.code == 0
     assert out.splitlines()[1] == report.text

@@ -12,7 +12,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _graph_tool():
-    spec = importlib.util.spec_from_file_location("import_graph", REPO / "scripts" / "import_graph.py")
+    path = REPO / "scripts" / "import_graph.py"
+    spec = importlib.util.spec_from_file_location("import_graph", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("import_graph", module)
     spec.loader.exec_module(module)
@@ -30,6 +31,10 @@ FORBIDDEN = (
 )
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def violations(package: Path) -> list[tuple[str, str]]:
     """(module, imported module) for every import that crosses a layer the wrong way."""
     graph = GRAPH_TOOL.build_graph(package)
@@ -37,9 +42,9 @@ def violations(package: Path) -> list[tuple[str, str]]:
     found = []
     for module, targets in sorted(graph.items()):
         for layer, banned in FORBIDDEN:
-            if module == f"{root}.{layer}" or module.startswith(f"{root}.{layer}."):
+            if _within(module, f"{root}.{layer}"):
                 found += [(module, t) for t in sorted(targets)
-                          if any(t == f"{root}.{b}" or t.startswith(f"{root}.{b}.") for b in banned)]
+                          if any(_within(t, f"{root}.{b}") for b in banned)]
     return found
 
 

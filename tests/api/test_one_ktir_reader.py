@@ -51,8 +51,9 @@ def _patterns(tree: ast.AST) -> list[str]:
     """The literal patterns given to ``re.<function>(...)`` calls."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "re" and node.args:
+        func = getattr(node, "func", None)
+        if isinstance(node, ast.Call) and isinstance(func, ast.Attribute) and node.args \
+                and isinstance(func.value, ast.Name) and func.value.id == "re":
             for part in ast.walk(node.args[0]):
                 if isinstance(part, ast.Constant) and isinstance(part.value, str):
                     found.append(part.value)
