@@ -103,3 +103,11 @@ def test_missing_vendored_golden_names_the_program(tmp_path):
     with pytest.raises(UserError, match=f"--golden vendored: golden.f16.gz not found in {program}"):
         ktir_models.forward(str(TINY_MODEL), program=program, weights=str(TINY_MODEL),
                             golden="vendored", quiet=True)
+
+
+def test_a_program_of_another_model_raises_a_manifest_error():
+    from ktir_models.model.manifest import ManifestError
+
+    other = TINY_MODEL.parent / "tiny-gqa4-llama3"
+    with pytest.raises(ManifestError, match=r"^manifest\.json: "):
+        ktir_models.forward(str(other), program=DECODE, weights=str(other), golden="none", quiet=True)
