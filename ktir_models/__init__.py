@@ -7,13 +7,14 @@ Layers (arrows point down, never up): ``cli`` -> ``api`` -> ``model`` -> ``ktir`
 not exported here).
 """
 
-from .api import (DiagnoseReport, EmitReport, ForwardReport, GenerationReport, GenerationStep,
-                  LatencyReport, diagnose, emit, forward, generate, latency)
+from .api import (CheckReport, DiagnoseReport, EmitReport, ForwardReport, GenerationReport,
+                  GenerationStep, LatencyReport, RunReport, check, diagnose, emit, forward,
+                  generate, latency, run)
 from .errors import Mismatch, UserError
 from .version import __version__
 
 __all__ = [
-    "DiagnoseReport", "EmitReport", "ForwardReport", "GenerationReport", "GenerationStep",
-    "LatencyReport", "Mismatch", "UserError", "__version__", "diagnose", "emit", "forward",
-    "generate", "latency",
+    "CheckReport", "DiagnoseReport", "EmitReport", "ForwardReport", "GenerationReport",
+    "GenerationStep", "LatencyReport", "Mismatch", "RunReport", "UserError", "__version__", "check",
+    "diagnose", "emit", "forward", "generate", "latency", "run",
 ]

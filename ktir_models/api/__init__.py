@@ -13,11 +13,13 @@ from .diagnose import diagnose
 from .emit import emit
 from .forward import forward
 from .generate import generate
+from .ktir_files import CheckReport, RunReport, check, run
 from .latency import latency
 from .reports import (DiagnoseReport, EmitReport, ForwardReport, GenerationReport, GenerationStep,
                       LatencyReport, SweepReport)
 
 __all__ = [
-    "DiagnoseReport", "EmitReport", "ForwardReport", "GenerationReport", "GenerationStep",
-    "LatencyReport", "SweepReport", "diagnose", "emit", "forward", "generate", "latency",
+    "CheckReport", "DiagnoseReport", "EmitReport", "ForwardReport", "GenerationReport",
+    "GenerationStep", "LatencyReport", "RunReport", "SweepReport", "check", "diagnose", "emit",
+    "forward", "generate", "latency", "run",
 ]

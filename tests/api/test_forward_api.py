@@ -110,4 +110,5 @@ def test_a_program_of_another_model_raises_a_manifest_error():
 
     other = TINY_MODEL.parent / "tiny-gqa4-llama3"
     with pytest.raises(ManifestError, match=r"^manifest\.json: "):
-        ktir_models.forward(str(other), program=DECODE, weights=str(other), golden="none", quiet=True)
+        ktir_models.forward(str(other), program=DECODE, weights=str(other), golden="none",
+                            quiet=True)
