@@ -224,7 +224,8 @@ def main() -> int:
     import torch
 
     from ktir_models.model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
-    from ktir_models.model.manifest import check_signatures, load_manifest, validate
+    from ktir_models.model.manifest import load_manifest, validate
+    from ktir_models.model.program_checks import parse_and_check
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
     from ktir_models.model.weights import get_checkpoint
@@ -236,7 +237,7 @@ def main() -> int:
     program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
     manifest = load_manifest(program)
     validate(manifest, spec.config)
-    check_signatures(manifest)
+    parsed = parse_and_check(manifest)
     ckpt = get_checkpoint(spec, args.weights, seed=args.seed)
     pass_ = pass_spec(manifest, spec.config)
     vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
@@ -246,7 +247,7 @@ def main() -> int:
         vendored = {**prefill_cache_inputs(ckpt, program, backend=backend), **vendored}
 
     runner = Runner(manifest, show_progress=False, backend=backend)
-    runner.load()
+    runner.load(parsed)
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
     warm: list[float] = []

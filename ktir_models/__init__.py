@@ -1,7 +1,20 @@
 """ktir-models: run transformer checkpoints through KTIR programs on an emulated Spyre.
 
-Layers (arrows point down, never up): ``cli`` -> ``model`` -> ``ktir``.
-``ktir`` is the emulator and knows nothing about models.
+Layers (arrows point down, never up): ``cli`` -> ``api`` -> ``model`` -> ``ktir``.
+``ktir`` is the emulator and knows nothing about models; ``api`` is the public Python API
+(docs/api.md), whose functions are exported here: ``ktir_models.forward(...)``.
+``sweep`` is in ``ktir_models.api.sweeps`` (see ``ktir_models/api/__init__.py`` for why it is
+not exported here).
 """
 
-__version__ = "0.1.0"
+from .api import (CheckReport, DiagnoseReport, EmitReport, ForwardReport, GenerationReport,
+                  GenerationStep, LatencyReport, RunReport, check, diagnose, emit, forward,
+                  generate, latency, run)
+from .errors import Mismatch, UserError
+from .version import __version__
+
+__all__ = [
+    "CheckReport", "DiagnoseReport", "EmitReport", "ForwardReport", "GenerationReport",
+    "GenerationStep", "LatencyReport", "Mismatch", "RunReport", "UserError", "__version__", "check",
+    "diagnose", "emit", "forward", "generate", "latency", "run",
+]

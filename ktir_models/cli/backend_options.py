@@ -1,10 +1,8 @@
 """The ``--backend`` / ``--device`` options shared by ``run``, ``forward``, ``generate`` and
 ``diagnose``.
 
-Each command builds its array back end once, before any heavy work, with
-:func:`ktir_models.ktir.backends.make_backend` (which turns every unavailable choice -- no torch,
-no CUDA, no MPS, numpy on a device -- into one :class:`~ktir_models.errors.UserError`), and hands
-the back-end object down to the model layer, which passes it to every ``ktir.Machine`` it makes.
+The options are strings handed to the API, which builds the array back end once, before any
+heavy work (``api/runtime.py``).
 """
 
 from __future__ import annotations
@@ -39,10 +37,3 @@ def _check_lx_model(value: str) -> str:
 
 def lx_model_option():
     return typer.Option("allocator", "--lx-model", help=LX_MODEL_HELP, callback=_check_lx_model)
-
-
-def build_backend(backend: str, device: str):
-    """The back-end object for ``--backend``/``--device`` (UserError when unavailable)."""
-    from ..ktir.backends import make_backend
-
-    return make_backend(backend, device)

@@ -1,19 +1,19 @@
-"""`ktir-models emit` (and `generate`): our own KTIR emitter."""
+"""`ktir-models emit` (and `generate`): our own KTIR emitter, over :func:`ktir_models.api.emit`
+and :func:`ktir_models.api.generate`."""
 
 from __future__ import annotations
 
-import time
+import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from .. import api
+from ..api.generate import PROMPT_STEPS, TOKEN_STEPS
+from ..errors import Mismatch
 from .app import app
-from .backend_options import backend_option, build_backend, device_option
-from .option_checks import check_pass_options, check_positions, check_seed
-
-#: Default decode steps of `generate --prompt`: a story of a few paragraphs (stops earlier at EOS).
-PROMPT_STEPS = 200
+from .backend_options import backend_option, device_option
 
 
 @app.command()
@@ -27,26 +27,8 @@ def emit(
     force: bool = typer.Option(False, "--force", help="Replace the program files in a non-empty --out."),
 ) -> None:
     """Emit MODEL's KTIR forward program (one pass) as a fixture directory."""
-    from ..model.emit import emit_program
-    from ..model.registry import resolve_model
-
-    spec = resolve_model(model)
-    check_pass_options(spec.config, spec.name, mode, tokens, past, capacity)  # before anything is emitted
-    start = time.perf_counter()
-    directory = emit_program(spec.config, mode, tokens, past, out, spec.name, capacity=capacity, force=force)
-    seconds = time.perf_counter() - start
-    from ..model.emitted import emitted_fields, emitted_nodes
-    from ..model.manifest import load_manifest
-
-    manifest = load_manifest(directory, host_scalars=True)  # the typed manifest, as a session reads it
-    fields, nodes = emitted_fields(manifest), emitted_nodes(manifest)
-    lx = max(n.lx_estimate for n in nodes)
-    grid = max(n.cores for n in nodes)
-    print(
-        f"emit: {spec.name} {manifest.mode} m={fields.m} past={fields.past} "
-        f"capacity={fields.capacity}: {len(nodes)} nodes in {directory} ({seconds:.2f} s); "
-        f"largest grid {grid} cores, largest LX estimate {lx / 1024:.0f} KiB per core"
-    )
+    report = api.emit(model, out=out, mode=mode, tokens=tokens, past=past, capacity=capacity, force=force)
+    print(report.render())
 
 
 @app.command()
@@ -61,7 +43,8 @@ def generate(
     ),
     steps: Optional[int] = typer.Option(
         None, "--steps", min=0,
-        help=f"Greedy decode steps N after the prefill, stopping at EOS (default {PROMPT_STEPS} with --prompt, else 4).",
+        help=f"Greedy decode steps N after the prefill, stopping at EOS (default {PROMPT_STEPS} with --prompt, "
+             f"else {TOKEN_STEPS}).",
     ),
     weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
     golden: str = typer.Option(
@@ -70,6 +53,9 @@ def generate(
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="With --prompt: also one line per pass."),
+    ids: bool = typer.Option(False, "--ids", help="With --prompt: also list the generated token ids."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
+    force: bool = typer.Option(False, "--force", help="Let --json replace an existing file that is not JSON."),
     backend: str = backend_option(),
     device: str = device_option(),
 ) -> None:
@@ -77,32 +63,45 @@ def generate(
 
     With --golden live (the default) every pass's logits are judged against transformers fed the
     same tokens, and the tokens against transformers' own greedy generation; exit 1 names the first
-    step that differs. Exit codes: 0 pass, 1 mismatch, 2 bad input.
+    step that differs. With --prompt the text streams, then the check lines; the token ids only
+    with --ids (or in the --json report). Exit codes: 0 pass, 1 mismatch, 2 bad input.
     """
-    from ..errors import Mismatch, UserError
-    from ..model.registry import resolve_model
-    from ..model.weights import get_checkpoint
+    passes = (steps if steps is not None else TOKEN_STEPS) + 1
+    bar = _ProgressBar(passes, enabled=prompt is None and not quiet and sys.stderr.isatty())
+    try:
+        report = api.generate(model, prompt=prompt, chat=chat, tokens=tokens, steps=steps, weights=weights,
+                              golden=golden, seed=seed, quiet=quiet, verbose=verbose, ids=ids,
+                              json=json_path, force=force, backend=backend, device=device,
+                              stream=_write, on_step=bar.update)
+    finally:
+        bar.close()
+    if not report.passed:
+        raise Mismatch(report.mismatch)
 
-    if golden not in ("live", "none"):
-        raise UserError(f"--golden {golden}: expected live or none")
-    if prompt is not None and tokens is not None:
-        raise UserError("--prompt and --tokens: give one of them (--tokens means synthetic prompt ids)")
-    if chat and prompt is None:
-        raise UserError("--chat: needs --prompt")
-    if steps is None:
-        steps = PROMPT_STEPS if prompt is not None else 4
-    check_seed(seed)
-    array_backend = build_backend(backend, device)
-    spec = resolve_model(model)
-    if prompt is None:  # a --prompt's length is checked once it is tokenised (generate_output.py)
-        from .generate_output import DEFAULT_TOKENS
 
-        check_positions(spec.config, spec.name, past=0, tokens=(tokens or DEFAULT_TOKENS) + steps,
-                        what="--tokens + --steps")
-    ckpt = get_checkpoint(spec, weights, seed=seed)
-    from .generate_output import run_and_print
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
-    failures = run_and_print(ckpt, spec, weights, prompt, chat, tokens, steps, golden == "live", quiet, verbose,
-                             array_backend)
-    if failures:
-        raise Mismatch("generate: FAIL: " + " | ".join(failures))
+
+class _ProgressBar:
+    """A pass-count bar on stderr (token ids only: with a prompt the text itself shows progress),
+    opened at the first pass so that it never precedes the ``generate:`` line."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled
+        self.bar = None
+
+    def update(self, step: api.GenerationStep) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, unit="pass", file=sys.stderr, leave=False, desc="generate")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -12,8 +12,10 @@ Validation happens in three layers, all before anything runs:
   files present, every source tensor declared, every node input produced before it is read, the
   result produced by some node.
 * :func:`validate` checks the declared shapes against a :class:`ModelConfig`.
-* :func:`check_signatures` checks that each node file defines the node's function and that the
-  function's argument names are exactly the node's argument names, in order.
+* ``program_checks.parse_and_check`` checks the manifest against the parsed node programs: each
+  node file defines the node's function, whose argument names are exactly the node's, in order
+  (:func:`check_node_arguments`), and the declared tensors agree with what the functions view
+  and store into. Those checks read the parser's IR, never the text.
 
 The checkpoint's real tensor shapes are checked when the weights are bound (``bindings.py``).
 Every problem is a :class:`ManifestError` naming the field and the offending value.
@@ -22,8 +24,6 @@ Every problem is a :class:`ManifestError` naming the field and the offending val
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,12 @@ class _Reader:
             return None
         conv = {"int": self.int_, "bool": self.bool_, "str": self.str_}[kind]
         return conv(d[key], f"{path}.{key}")
+
+
+def manifest_reader(where: str = MANIFEST_FILE) -> _Reader:
+    """The error helper of this module for another checker of ``where`` (its ``fail(path,
+    problem)`` makes a ManifestError ``<where>: <path>: <problem>``)."""
+    return _Reader(where)
 
 
 def _show(value: Any) -> str:
@@ -429,15 +435,27 @@ def expected_weight_shape(disk: str, cfg: ModelConfig) -> tuple[int, int] | None
         return (1, h)
     if name == "model.embed_tokens":
         return (cfg.vocab_size, h)
-    match = re.fullmatch(r"model\.layers\.(\d+)\.(.+)", name)
-    if match and match.group(2) in table:
-        return table[match.group(2)]
+    split = _layer_split(name)
+    if split is not None and split[1] in table:
+        return table[split[1]]
     return None
 
 
 def layer_of(disk: str) -> int | None:
-    match = re.match(r"model\.layers\.(\d+)\.", disk)
-    return int(match.group(1)) if match else None
+    """The layer of ``model.layers.<n>.<...>`` (None for a tensor outside the layers)."""
+    split = _layer_split(disk)
+    return split[0] if split is not None else None
+
+
+def _layer_split(name: str) -> tuple[int, str] | None:
+    """(n, rest) of ``model.layers.<n>.<rest>`` with n decimal digits and rest non-empty."""
+    prefix = "model.layers."
+    if not name.startswith(prefix):
+        return None
+    digits, dot, rest = name[len(prefix):].partition(".")
+    if not dot or not rest or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(digits), rest
 
 
 def validate(manifest: Manifest, cfg: ModelConfig, where: str = MANIFEST_FILE) -> None:
@@ -493,48 +511,15 @@ def validate(manifest: Manifest, cfg: ModelConfig, where: str = MANIFEST_FILE) -
 # Node function signatures
 
 
-_FUNC_HEADER = re.compile(r"func\.func\s+(?:(?:private|public|nested)\s+)?@([\w$.\-]+)\s*\(")
-_ARG_NAME = re.compile(r"%([\w$.\-]+)\s*:")
-
-
 @dataclass(frozen=True)
 class Signature:
-    """A function header found in a node file: its name, argument names and 1-based line."""
+    """A node function's header as the parser read it: its name, argument names (in order) and
+    1-based line and column."""
 
     fn: str
     arg_names: tuple[str, ...]
     line: int
     column: int
-
-
-def scan_signatures(text: str) -> dict[str, Signature]:
-    """Every ``func.func @name(%a: T, ...)`` header in ``text`` (a light scan, not a parse)."""
-    found: dict[str, Signature] = {}
-    for match in _FUNC_HEADER.finditer(text):
-        start = match.end()
-        depth, end = 1, start
-        while end < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            end += 1
-        params = text[start : end - 1]
-        # Only top-level `%name :` pairs are argument names; types never contain `%`.
-        names = tuple(_ARG_NAME.findall(params))
-        line = text.count("\n", 0, match.start()) + 1
-        column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
-        found.setdefault(match.group(1), Signature(match.group(1), names, line, column))
-    return found
-
-
-def check_signatures(manifest: Manifest, where: str = MANIFEST_FILE) -> None:
-    """Each node's function is defined in its file and takes exactly the node's arguments."""
-    r = _Reader(where)
-    cache: dict[str, dict[str, Signature]] = {}
-    for i, node in enumerate(manifest.nodes):
-        path = manifest.directory / node.mlir
-        if node.mlir not in cache:
-            cache[node.mlir] = scan_signatures(path.read_text(encoding="utf-8", errors="replace"))
-        check_node_arguments(i, node, cache[node.mlir].get(node.fn), path, r)
-    check_views(manifest, where)
 
 
 def check_node_arguments(
@@ -607,109 +592,3 @@ def check_tensor_bounds(manifest: Manifest, cfg: ModelConfig, r: _Reader | None 
             what = "source" if t.is_source else "intermediate"
             raise r.fail(f"tensors[{i}]", f"{what} tensor {t.id} is declared {t.rows}x{t.cols} = {t.rows * t.cols} "
                                           f"elements, more than any tensor of this model needs ({bounds[t.is_source]})")
-
-
-_VIEW = re.compile(r"(%[\w$.\-]+)\s*=\s*ktdp\.construct_memory_view\s+%([\w$.\-]+)\s*,\s*sizes:\s*\[([^\]]*)\]"
-                   r"\s*,\s*strides:\s*\[([^\]]*)\]")
-_TILE = re.compile(r"(%[\w$.\-]+)\s*=\s*ktdp\.construct_access_tile\s+(%[\w$.\-]+)\s*\[")
-_SSA_NAME = re.compile(r"%([\w$.\-]+)")
-_STORE = re.compile(r"ktdp\.store\s+%[\w$.\-]+\s*,\s*(%[\w$.\-]+)")
-
-
-@dataclass(frozen=True)
-class ArgViews:
-    """How one function uses its address arguments, from a light scan of its text.
-
-    ``extents[name]``: the elements each ``construct_memory_view %name`` spans (``1 + sum((size -
-    1) * stride)``), only for arguments used by nothing but static views; ``written``: the arguments
-    some ``ktdp.store`` reaches through an access tile of such a view; ``complete``: every store
-    was traced (else ``written`` is a lower bound and is not compared with the manifest)."""
-
-    extents: dict[str, int]
-    written: frozenset[str]
-    complete: bool
-
-
-def scan_arg_views(body: str, arg_names: tuple[str, ...]) -> ArgViews:
-    """The :class:`ArgViews` of one function ``body`` (header included)."""
-    view_base: dict[str, str] = {}
-    per_arg: dict[str, list[int]] = {}
-    dynamic: set[str] = set()
-    for match in _VIEW.finditer(body):
-        view, base = match.group(1), match.group(2)
-        view_base[view] = base
-        try:
-            sizes = [int(x) for x in match.group(3).split(",") if x.strip()]
-            strides = [int(x) for x in match.group(4).split(",") if x.strip()]
-        except ValueError:
-            dynamic.add(base)
-            continue
-        if len(sizes) != len(strides) or any(s < 0 for s in sizes + strides):
-            dynamic.add(base)
-            continue
-        extent = 0 if 0 in sizes else 1 + sum((s - 1) * st for s, st in zip(sizes, strides))
-        per_arg.setdefault(base, []).append(extent)
-    extents = {}
-    wanted = set(arg_names)
-    uses = Counter(n for n in _SSA_NAME.findall(body) if n in wanted)
-    for name in arg_names:
-        views = per_arg.get(name, [])
-        if views and name not in dynamic and uses[name] == len(views) + 1:  # the header, then views only
-            extents[name] = max(views)
-    tile_view = dict(_TILE.findall(body))
-    written, complete = set(), True
-    for tile in _STORE.findall(body):
-        base = view_base.get(tile_view.get(tile, ""), None)
-        if base is None:
-            complete = False
-        else:
-            written.add(base)
-    return ArgViews(extents, frozenset(written), complete)
-
-
-def _function_bodies(text: str) -> dict[str, str]:
-    starts = [(m.group(1), m.start()) for m in _FUNC_HEADER.finditer(text)]
-    return {fn: text[start: starts[k + 1][1] if k + 1 < len(starts) else len(text)]
-            for k, (fn, start) in enumerate(starts)}
-
-
-def check_views(manifest: Manifest, where: str = MANIFEST_FILE) -> None:
-    """The declared tensors agree with what the node programs view and write:
-
-    * no program views more elements of a tensor than the manifest declares for it;
-    * no tensor is declared larger than every view of it (when all its uses are static views);
-    * an argument a node's program stores into is flagged ``is_output: true``, and an argument
-      flagged so is stored into (when every store of the function was traced).
-    """
-    r = _Reader(where)
-    bodies: dict[str, dict[str, str]] = {}
-    largest: dict[int, int] = {}
-    opaque: set[int] = set()
-    for i, node in enumerate(manifest.nodes):
-        path = manifest.directory / node.mlir
-        if node.mlir not in bodies:
-            bodies[node.mlir] = _function_bodies(path.read_text(encoding="utf-8", errors="replace"))
-        body = bodies[node.mlir].get(node.fn)
-        if body is None:
-            opaque.update(a.tensor for a in node.args)
-            continue
-        views = scan_arg_views(body, tuple(a.name for a in node.args))
-        for j, a in enumerate(node.args):
-            q = f"nodes[{i}].args[{j}]"
-            t = manifest.tensor(a.tensor)
-            extent = views.extents.get(a.name)
-            if extent is None:
-                opaque.add(a.tensor)
-            else:
-                if extent > t.rows * t.cols:
-                    raise r.fail(q, f"@{node.fn} views %{a.name} as {extent} elements, but tensor {t.id} is declared "
-                                    f"{t.rows}x{t.cols} = {t.rows * t.cols} ({path})")
-                largest[a.tensor] = max(largest.get(a.tensor, 0), extent)
-            if a.name in views.written and not a.is_output:
-                raise r.fail(f"{q}.is_output", f"false, but @{node.fn} stores into %{a.name} (tensor {t.id}; {path})")
-            if views.complete and a.is_output and a.name not in views.written:
-                raise r.fail(f"{q}.is_output", f"true, but @{node.fn} never stores into %{a.name} (tensor {t.id}; {path})")
-    for i, t in enumerate(manifest.tensors):
-        if t.id in largest and t.id not in opaque and t.rows * t.cols > largest[t.id]:
-            raise r.fail(f"tensors[{i}]", f"tensor {t.id} is declared {t.rows}x{t.cols} = {t.rows * t.cols} elements, "
-                                          f"but the programs view at most {largest[t.id]} of them")

@@ -57,7 +57,8 @@ def forward_on_both() -> Forward:
     from ktir_models import ktir
     from ktir_models.model import golden as golden_mod
     from ktir_models.model.bindings import bind_pass_inputs, pass_spec
-    from ktir_models.model.manifest import check_signatures, load_manifest, validate
+    from ktir_models.model.manifest import load_manifest, validate
+    from ktir_models.model.program_checks import parse_and_check
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
     from ktir_models.model.weights import get_checkpoint
@@ -65,7 +66,7 @@ def forward_on_both() -> Forward:
     spec = resolve_model("smollm2-135m")
     manifest = load_manifest(PROGRAM)
     validate(manifest, spec.config)
-    check_signatures(manifest)
+    parse_and_check(manifest)
     ckpt = get_checkpoint(spec, "synthetic", seed=0)
     pass_ = pass_spec(manifest, spec.config)
     inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, {})

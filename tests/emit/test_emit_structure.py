@@ -13,7 +13,8 @@ import pytest
 from ktir_models import ktir
 from ktir_models.errors import UserError
 from ktir_models.model.emit import EMITTER_VERSION, cached_program, emit_program
-from ktir_models.model.manifest import check_signatures, load_manifest, validate
+from ktir_models.model.manifest import load_manifest, validate
+from ktir_models.model.program_checks import parse_and_check
 from ktir_models.model.emit.tiling import LX_BYTES, MAX_CORES
 
 from .configs import llama_3b_config, registry_configs, tiny_configs
@@ -33,7 +34,7 @@ def test_tiny_programs_load_validate_and_verify(tmp_path, name, mode, m, past):
     out = emit_program(cfg, mode, m, past, tmp_path / "p", name)
     manifest = load_manifest(out)
     validate(manifest, cfg)
-    check_signatures(manifest)
+    parse_and_check(manifest)
     assert manifest.tokens == m and manifest.mode == mode
     assert manifest.extras["format"] == "ktir-models/1"
     assert manifest.extras["positions"] == list(range(past, past + m))
@@ -52,7 +53,7 @@ def test_registry_programs_fit_the_machine(tmp_path, name, mode, m, past):
     out = emit_program(cfg, mode, m, past, tmp_path / "p", name)
     manifest = load_manifest(out)
     validate(manifest, cfg)
-    check_signatures(manifest)
+    parse_and_check(manifest)
     doc = json.loads((out / "manifest.json").read_text())
     for node in doc["nodes"]:
         assert node["lx_estimate"] <= LX_BYTES * 3 // 4, node["fn"]

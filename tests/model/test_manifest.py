@@ -14,12 +14,11 @@ from ktir_models.errors import UserError
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.manifest import (
     ManifestError,
-    check_signatures,
     expected_weight_shape,
     load_manifest,
-    scan_signatures,
     validate,
 )
+from ktir_models.model.program_checks import parse_and_check
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("KTIR_CORPUS", REPO.parent / "shared" / "corpus"))
@@ -70,7 +69,7 @@ def test_real_manifests_load_and_validate(name: str) -> None:
     assert nodes == 15 * cfg.num_hidden_layers + 2
     assert man.tensor(man.result).shape == (m, cfg.vocab_size)
     validate(man, cfg)
-    check_signatures(man)
+    parse_and_check(man)
     # The other model's config must not fit.
     other = LLAMA1B if cfg is SMOLLM2 else SMOLLM2
     with pytest.raises(ManifestError):
@@ -96,13 +95,6 @@ def test_expected_weight_shapes_follow_in_out_convention() -> None:
     assert expected_weight_shape("lm_head", LLAMA1B) == (2048, 128256)
     assert expected_weight_shape("model.norm", LLAMA1B) == (1, 2048)
     assert expected_weight_shape("something.else", LLAMA1B) is None
-
-
-def test_signature_scan_reads_names_and_location() -> None:
-    text = "module {\n  func.func @k(%a_ptr: index, %b: memref<2x?xf16>, %c: index) attributes {grid = [1]} {\n"
-    sigs = scan_signatures(text)
-    assert sigs["k"].arg_names == ("a_ptr", "b", "c")
-    assert (sigs["k"].line, sigs["k"].column) == (2, 3)
 
 
 # ----------------------------------------------------------------------------- broken copies
@@ -133,7 +125,7 @@ def _error(d: Path, cfg: ModelConfig | None = SMOLLM2) -> str:
         man = load_manifest(d)
         if cfg is not None:
             validate(man, cfg)
-        check_signatures(man)
+        parse_and_check(man)
     assert isinstance(info.value, UserError)
     return str(info.value)
 

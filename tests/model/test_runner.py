@@ -24,7 +24,8 @@ from ktir_models.model.bindings import (  # noqa: E402
     pass_spec,
     read_vendored_inputs,
 )
-from ktir_models.model.manifest import check_signatures, load_manifest, validate  # noqa: E402
+from ktir_models.model.manifest import load_manifest, validate  # noqa: E402
+from ktir_models.model.program_checks import parse_and_check  # noqa: E402
 from ktir_models.model.runner import Runner  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def tiny_program(tmp_path: Path) -> Path:
 def test_tiny_program_validates(tiny_program: Path) -> None:
     man = load_manifest(tiny_program)
     validate(man, TINY)
-    check_signatures(man)
+    parse_and_check(man)
     assert (man.tokens, man.mode) == (M, "prefill")
 
 

@@ -1,5 +1,5 @@
-"""Range checks of the CLI's options against the model, made before anything is emitted or
-allocated.
+"""Range checks of the options (the API's, named as the CLI's) against the model, made before
+anything is emitted or allocated.
 
 Invariants a command may rely on after :func:`check_pass_options`: the pass's last position
 ``past + tokens - 1`` lies inside the model (``past + tokens <= max_position_embeddings``), the KV
@@ -10,8 +10,12 @@ capacity too, and the config's cost estimate is within bounds
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import UserError
-from ..model.config import ModelConfig
+
+if TYPE_CHECKING:
+    from ..model.config import ModelConfig
 
 #: numpy's seeded generators take any non-negative integer; the synthetic cache keys and
 #: docs/weights.md promise a 32-bit seed, so larger ones are refused rather than silently hashed.
@@ -40,7 +44,8 @@ def check_positions(cfg: ModelConfig, model: str, *, past: int, tokens: int,
 
 def check_pass_options(cfg: ModelConfig, model: str, mode: str, tokens: int | None, past: int,
                        capacity: int | None = None) -> None:
-    """The pass ``mode``/``tokens``/``past``/``capacity`` fits ``cfg`` (see the module docstring)."""
+    """The pass ``mode``/``tokens``/``past``/``capacity`` fits ``cfg`` (see the module
+    docstring)."""
     from ..model.config import check_size_bounds
     from ..model.emit.api import pass_shape
 
@@ -73,8 +78,8 @@ def scalar_value(name: str, text: str, scalar_type) -> int | float:
     if is_float:
         limit = float(np.finfo(dtype).max)
         if not np.isfinite(value) or abs(value) > limit:
-            raise UserError(f"--scalar {name}={text[:40]}: outside the finite range of {scalar_type} "
-                            f"(|x| <= {limit:g})")
+            raise UserError(f"--scalar {name}={text[:40]}: outside the finite range of "
+                            f"{scalar_type} (|x| <= {limit:g})")
     else:
         info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
         if info is not None and not info.min <= value <= info.max:
