@@ -61,12 +61,18 @@ def read_requests(path: Path, vocab_size: int, max_positions: int, tokenizer: An
         raise RequestsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise RequestsError(f"{path}: cannot read it ({exc.strerror})") from None
+    return parse_requests(text.splitlines(), str(path), vocab_size, max_positions, tokenizer)
+
+
+def parse_requests(lines: list[str], source: str, vocab_size: int, max_positions: int,
+                   tokenizer: Any = None) -> list[Request]:
+    """Requests from JSON ``lines`` (line numbers from 1; ``source`` names them in errors)."""
     out: list[Request] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        where = f"{path}:{number}"
+        where = f"{source}:{number}"
         if len(out) == MAX_REQUESTS:
             raise RequestsError(f"{where}: more than {MAX_REQUESTS} requests")
         req = _request(raw, where, number, vocab_size, max_positions, tokenizer)
@@ -75,7 +81,7 @@ def read_requests(path: Path, vocab_size: int, max_positions: int, tokenizer: An
         seen[req.id] = number
         out.append(req)
     if not out:
-        raise RequestsError(f"{path}: no requests (one JSON object per line)")
+        raise RequestsError(f"{source}: no requests (one JSON object per line)")
     return out
 
 

@@ -133,7 +133,8 @@ def serve_requests(ckpt: Any, name: str, requests: list[Request], options: Serve
     for r in requests:
         s = by_id.get(r.id)
         tokens = list(s.tokens) if s is not None else []
-        text = tokenizer.decode(tokens) if tokenizer is not None and r.text is not None else None
+        text = _generated_text(tokenizer, r.prompt_ids, tokens) if tokenizer is not None and r.text is not None \
+            else None
         report.requests.append(RequestResult(
             r.id, list(r.prompt_ids), tokens, s.finish if s is not None else None,
             s.first_step if s is not None else None, s.last_step if s is not None else None,
@@ -141,6 +142,13 @@ def serve_requests(ckpt: Any, name: str, requests: list[Request], options: Serve
     if golden and not report.failures:
         _check_greedy(ckpt, requests, report, frozenset(eos_ids))
     return report
+
+
+def _generated_text(tokenizer: Any, prompt: tuple[int, ...], tokens: list[int]) -> str:
+    """The text the tokens add to the prompt's (decoded together: a word-initial space survives)."""
+    before = tokenizer.decode(list(prompt))
+    full = tokenizer.decode(list(prompt) + tokens)
+    return full[len(before):] if full.startswith(before) else tokenizer.decode(tokens)
 
 
 def _request(requests: list[Request], rid: str) -> Request:

@@ -1,0 +1,1 @@
+"""The Python API of ktir-models: one module per command (``serve``, ...)."""
