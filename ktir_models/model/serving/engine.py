@@ -52,6 +52,7 @@ class ServingEngine:
         self._weights: dict[str, Any] = {}
         self._pools: dict[tuple[str, int], Any] = {}
         self.compile_seconds = 0.0
+        self.lx_high_water = 0  # bytes: the largest per-core LX peak of any node run so far
 
     def load(self, shape: ServingShape, rewrite=None) -> LoadedStep:
         """Emit, parse, verify and compile the step program of ``shape``; bind its tensors.
@@ -121,7 +122,8 @@ class ServingEngine:
         inputs["block_table"].write(tables.block_table)
         inputs["mask"].write(tables.mask)
         for plan, args in zip(step.plans, step.args):
-            plan.run(args)
+            stats = plan.run(args)
+            self.lx_high_water = max(self.lx_high_water, max(stats.lx_high_water))
         self.machine.backend.synchronize()
         return step.logits.read()
 

@@ -3,7 +3,7 @@
 JSON (``--json``): ``{"passed", "model", "backend", "options", "requests": [{"id", "prompt_ids",
 "tokens", "text"?, "finish": "eos"|"length", "first_step", "last_step", "blocks", "token_steps"}],
 "steps": [{"step", "program", "sequences", "prefill_rows", "decode_rows", "blocks_in_use",
-"max_abs_rel"}], "failures": [...], "checked", "seconds"}``.
+"max_abs_rel"}], "failures": [...], "notes": [...], "checked", "seconds", "lx_high_water"}``.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ class ServeReport:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    lx_high_water: int = 0  # bytes: the largest per-core LX peak of any node the run executed
 
     @property
     def passed(self) -> bool:
@@ -81,6 +82,7 @@ class ServeReport:
         out["failures"] = list(self.failures)
         out["notes"] = list(self.notes)
         out["seconds"] = dict(self.seconds)
+        out["lx_high_water"] = self.lx_high_water
         return out
 
     def render(self) -> str:

@@ -127,6 +127,7 @@ def serve_requests(ckpt: Any, name: str, requests: list[Request], options: Serve
                 goldens.forget(s.id)
         if report.failures:
             break  # the first differing step is named; later steps would only repeat it
+    report.lx_high_water = engine.lx_high_water
     report.seconds = {"compile": engine.compile_seconds, "steps": run_seconds,
                       "total": time.perf_counter() - start}
     by_id = {s.id: s for s in sched.done + [s for s in sched.slots if s is not None]}
