@@ -13,7 +13,7 @@ the KV cache:
 * the ``paged_attention`` node reads each group's keys through its block table, under the host's
   mask ``[rows, max_blocks * block_size]`` (kernels/paged.py).
 
-Per layer: 12 nodes (13 with qwen3's q/k norms). The program is specialised on the step shape
+Per layer: 12 nodes (14 with qwen3's q/k norms). The program is specialised on the step shape
 (:class:`ServingShape`) only: positions, context lengths, block tables and slots are host data, so
 one program serves every step of its shape. docs/serving.md has the layout and the host contract.
 """
