@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forward import blas_threads, native_model, time_passes  # noqa: E402  (shared with forward.py)
 
 
-def emulated_step(ckpt, name: str, batch: int, context: int, block_size: int, backend: str, device: str):
+def emulated_step(ckpt, name: str, batch: int, context: int, block_size: int, backend: str,
+                  device: str):
     """A function running one decode step of ``batch`` sequences at position ``context``."""
     from ktir_models.ktir.backends import make_backend
     from ktir_models.model.emit.serving import ServingShape
@@ -52,8 +53,8 @@ def emulated_step(ckpt, name: str, batch: int, context: int, block_size: int, ba
     step = engine.load(shape)
     pool = BlockPool(batch * per_seq, block_size)
     token = int(golden_token_ids(1, ckpt.config.vocab_size, start=context)[0])
-    runs = tuple(RowRun(f"s{b}", (token,), (context,), tuple(pool.allocate(f"s{b}", per_seq)), False, b)
-                 for b in range(batch))
+    runs = tuple(RowRun(f"s{b}", (token,), (context,), tuple(pool.allocate(f"s{b}", per_seq)),
+                        False, b) for b in range(batch))
     tables = step_tables(StepPlan(0, None, runs), shape, ckpt.config.features.sliding_window)
     return lambda: engine.run(step, tables), engine
 
@@ -71,7 +72,8 @@ def native_step(ckpt, batch: int, context: int):
     prefix = torch.as_tensor(np.tile(golden_token_ids(context, ckpt.config.vocab_size), (batch, 1)))
     with torch.no_grad():
         cache = output_cache(model(prefix, use_cache=True))
-    token = torch.as_tensor(np.tile(golden_token_ids(1, ckpt.config.vocab_size, start=context), (batch, 1)))
+    next_id = golden_token_ids(1, ckpt.config.vocab_size, start=context)
+    token = torch.as_tensor(np.tile(next_id, (batch, 1)))
     positions = torch.full((batch, 1), context, dtype=torch.int64)
 
     def timed(repeat: int, warmup: int) -> list[float]:
@@ -92,9 +94,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="registry name, e.g. smollm2-135m or stories260k")
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4, 8, 16], help="batch sizes B")
-    parser.add_argument("--context", type=int, default=32, help="tokens each sequence already holds")
+    parser.add_argument("--context", type=int, default=32,
+                        help="tokens each sequence already holds")
     parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--weights", default="synthetic", help="synthetic (default), hub, or a checkpoint dir")
+    parser.add_argument("--weights", default="synthetic",
+                        help="synthetic (default), hub, or a checkpoint dir")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--backend", default="numpy")
@@ -124,9 +128,9 @@ def main() -> None:
         print(f"{batch:>3}  {em:>15.4f}  {batch / em:>14.1f}  {nat:>13.5f}  {batch / nat:>12.1f}  "
               f"{em / nat:>19.1f}x", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"model": spec.name, "context": args.context,
-                                               "block_size": args.block_size, "backend": args.backend,
-                                               "rows": rows}, indent=2) + "\n")
+        doc = {"model": spec.name, "context": args.context, "block_size": args.block_size,
+               "backend": args.backend, "rows": rows}
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
 
 
 if __name__ == "__main__":

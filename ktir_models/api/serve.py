@@ -21,11 +21,11 @@ from ..model.serving.requests import Request, parse_requests
 __all__ = ["ServeReport", "serve"]
 
 
-def serve(model: str, requests: str | Path | Iterable[dict[str, Any] | Request], *, max_seqs: int = 4,
-          block_size: int = 16, kv_blocks: int | None = None, chunk: int = 32, weights: str = "hub",
-          golden: str = "live", backend: str | Any = "numpy", device: str = "auto", seed: int = 0,
-          rewrite: Callable[[int, str], str] | None = None, progress: Callable[[Any], None] | None = None
-          ) -> ServeReport:
+def serve(model: str, requests: str | Path | Iterable[dict[str, Any] | Request], *,
+          max_seqs: int = 4, block_size: int = 16, kv_blocks: int | None = None, chunk: int = 32,
+          weights: str = "hub", golden: str = "live", backend: str | Any = "numpy",
+          device: str = "auto", seed: int = 0, rewrite: Callable[[int, str], str] | None = None,
+          progress: Callable[[Any], None] | None = None) -> ServeReport:
     """Serve ``requests`` (a JSON Lines file, or request dicts / :class:`Request` records) with
     MODEL (a registry name, a local checkpoint directory or a hub repo id; ``weights``: hub,
     synthetic or a local directory). ``golden``: ``live`` (check against transformers) or ``none``.
@@ -49,9 +49,10 @@ def serve(model: str, requests: str | Path | Iterable[dict[str, Any] | Request],
         reqs = read_requests(Path(requests), cfg.vocab_size, cfg.max_position_embeddings, tokenizer)
     else:
         lines = [json.dumps(_as_dict(r)) for r in requests]
-        reqs = parse_requests(lines, "requests", cfg.vocab_size, cfg.max_position_embeddings, tokenizer)
-    return serve_requests(ckpt, spec.name, reqs, ServeOptions(max_seqs, block_size, kv_blocks, chunk),
-                          golden == "live", backend=array_backend,
+        reqs = parse_requests(lines, "requests", cfg.vocab_size, cfg.max_position_embeddings,
+                              tokenizer)
+    options = ServeOptions(max_seqs, block_size, kv_blocks, chunk)
+    return serve_requests(ckpt, spec.name, reqs, options, golden == "live", backend=array_backend,
                           eos_ids=frozenset(eos_token_ids(ckpt, tokenizer)), tokenizer=tokenizer,
                           rewrite=rewrite, progress=progress)
 

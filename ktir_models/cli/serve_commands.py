@@ -23,16 +23,20 @@ from .option_checks import check_seed
 @app.command()
 def serve(
     model: str = typer.Argument(..., help="Registry name, local checkpoint dir, or HF repo id."),
-    requests: Path = typer.Option(..., "--requests", help="JSON Lines: {id, prompt|ids, max_new_tokens, arrival?}."),
+    requests: Path = typer.Option(
+        ..., "--requests", help="JSON Lines: {id, prompt|ids, max_new_tokens, arrival?}."),
     max_seqs: int = typer.Option(4, "--max-seqs", help="Sequences served together (slots)."),
     block_size: int = typer.Option(16, "--block-size", help="Token slots per KV-cache block."),
     kv_blocks: Optional[int] = typer.Option(
-        None, "--kv-blocks", help="KV blocks in the pool (default: enough for --max-seqs of the largest requests)."),
-    chunk: int = typer.Option(32, "--chunk", help="Prefill tokens per step (one sequence's chunk)."),
-    weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a local checkpoint dir."),
-    golden: str = typer.Option("live", "--golden", help="live (each sequence against transformers alone) or none."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report as JSON here."),
-    force: bool = typer.Option(False, "--force", help="Let --json replace an existing file that is not JSON."),
+        None, "--kv-blocks",
+        help="KV blocks in the pool (default: enough for --max-seqs of the largest requests)."),
+    chunk: int = typer.Option(32, "--chunk", help="Prefill tokens per step (one sequence's)."),
+    weights: str = typer.Option("hub", "--weights", help="hub, synthetic, or a checkpoint dir."),
+    golden: str = typer.Option(
+        "live", "--golden", help="live (each sequence against transformers alone) or none."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write the report here."),
+    force: bool = typer.Option(
+        False, "--force", help="Let --json replace an existing file that is not JSON."),
     seed: int = typer.Option(0, "--seed", help="Seed of --weights synthetic."),
     backend: str = backend_option(),
     device: str = device_option(),
@@ -56,8 +60,9 @@ def serve(
         from .model_commands import quiet_transformers
 
         quiet_transformers()
-    report = serve_api(model, requests, max_seqs=max_seqs, block_size=block_size, kv_blocks=kv_blocks,
-                       chunk=chunk, weights=weights, golden=golden, backend=array_backend, seed=seed)
+    report = serve_api(model, requests, max_seqs=max_seqs, block_size=block_size,
+                       kv_blocks=kv_blocks, chunk=chunk, weights=weights, golden=golden,
+                       backend=array_backend, seed=seed)
     print(report.render(), flush=True)
     if json_path is not None:
         from ..outputs import atomic_output

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from ktir_models.api.serve import serve
 from ktir_models.model.serving import tables
 
-from .conftest import scenario
+from .conftest import serve_scenario
 
 REAL = tables.step_tables
 
 
-def _serve(ckpt):
-    return serve(str(ckpt.directory), scenario(ckpt.config.vocab_size), max_seqs=3, block_size=16, chunk=32,
-                 weights=str(ckpt.directory), golden="live")
+def _serve(ckpt, rewrite=None):
+    return serve_scenario(ckpt, rewrite=rewrite)
 
 
 def _plant(monkeypatch, edit):
@@ -105,10 +103,9 @@ def test_program_text_reads_the_neighbouring_slot(serve_checkpoints):
     key and value ``p`` of a block from slot ``p + 1`` (mod the block size). The first step
     already fails (r0's prefill)."""
     def rewrite(index, text):
-        return text.replace("(%p0 mod 16)", "((%p0 + 1) mod 16)") if "_paged_attention(" in text else text
+        if "_paged_attention(" not in text:
+            return text
+        return text.replace("(%p0 mod 16)", "((%p0 + 1) mod 16)")
 
-    ckpt = serve_checkpoints["llama"]
-    report = serve(str(ckpt.directory), scenario(ckpt.config.vocab_size), max_seqs=3, block_size=16, chunk=32,
-                   weights=str(ckpt.directory), golden="live", rewrite=rewrite)
-    failure = _failure(report)
+    failure = _failure(_serve(serve_checkpoints["llama"], rewrite))
     assert failure.startswith("step 0, request 'r0'"), failure

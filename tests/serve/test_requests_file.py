@@ -27,7 +27,7 @@ BAD = [
     ({"id": "b", "ids": [1, 2.5], "max_new_tokens": 2}, '"ids"[1] = 2.5'),
     ({"id": "b", "ids": [1, 2], "max_new_tokens": True}, '"max_new_tokens" = true'),
     ({"id": "a", "ids": [1, 2], "max_new_tokens": 2}, "already used on line 1"),
-    ({"id": "b", "ids": [1, 2], "max_new_tokens": 2, "temperature": 1}, "unknown field 'temperature'"),
+    ({"id": "b", "ids": [1, 2], "max_new_tokens": 2, "top_k": 1}, "unknown field 'top_k'"),
     ('{"id": "b", "ids": [1], "max_new_tokens": NaN}', "NaN is not a number"),
     ("[1, 2]", "expected a JSON object"),
 ]
@@ -37,22 +37,26 @@ BAD = [
 def test_bad_line_names_its_line(line, message):
     text = line if isinstance(line, str) else json.dumps(line)
     with pytest.raises(RequestsError) as exc:
-        parse_requests([json.dumps(GOOD), "", text], "reqs.jsonl", vocab_size=512, max_positions=256)
+        parse_requests([json.dumps(GOOD), "", text], "reqs.jsonl", vocab_size=512,
+                       max_positions=256)
     assert str(exc.value).startswith("reqs.jsonl:3"), str(exc.value)
     assert message in str(exc.value)
 
 
 def test_prompt_longer_than_the_model_positions():
-    with pytest.raises(RequestsError, match=r"reqs.jsonl:1 .*max_new_tokens.* = 10: expected an integer in \[1, 6\]"):
-        parse_requests([json.dumps({"id": "x", "ids": [1] * 250, "max_new_tokens": 10})], "reqs.jsonl", 512, 256)
+    line = json.dumps({"id": "x", "ids": [1] * 250, "max_new_tokens": 10})
+    with pytest.raises(RequestsError, match=r"reqs.jsonl:1 .* = 10: expected an integer in \[1, 6"):
+        parse_requests([line], "reqs.jsonl", 512, 256)
 
 
 def test_cli_exit_2_with_the_line(serve_checkpoints, tmp_path, capsys):
     ckpt = serve_checkpoints["llama"]
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps(GOOD) + "\n" + '{"id": "b", "ids": [1, 9999], "max_new_tokens": 2}\n')
+    bad = {"id": "b", "ids": [1, 9999], "max_new_tokens": 2}
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(SystemExit) as exc:
-        main(["serve", str(ckpt.directory), "--weights", str(ckpt.directory), "--requests", str(path)])
+        main(["serve", str(ckpt.directory), "--weights", str(ckpt.directory),
+              "--requests", str(path)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and f"{path}:2" in err and "Traceback" not in err, err
 
@@ -61,10 +65,11 @@ def test_cli_request_larger_than_the_pool(serve_checkpoints, tmp_path, capsys):
     """A 130-token prompt with 6 new tokens needs 9 blocks of 16; a pool of 4 can never hold it."""
     ckpt = serve_checkpoints["llama"]
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps(GOOD) + "\n" + json.dumps({"id": "big", "ids": [5] * 130, "max_new_tokens": 6}) + "\n")
+    big = {"id": "big", "ids": [5] * 130, "max_new_tokens": 6}
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(big) + "\n")
     with pytest.raises(SystemExit) as exc:
-        main(["serve", str(ckpt.directory), "--weights", str(ckpt.directory), "--requests", str(path),
-              "--kv-blocks", "4", "--golden", "none"])
+        main(["serve", str(ckpt.directory), "--weights", str(ckpt.directory),
+              "--requests", str(path), "--kv-blocks", "4", "--golden", "none"])
     err = capsys.readouterr().err.strip()
     assert exc.value.code == 2 and len(err.splitlines()) == 1, err
     assert "line 2: request 'big' needs 9 KV blocks" in err and "can never run" in err

@@ -31,7 +31,8 @@ def test_served_texts_equal_separate_generate_runs():
                 for rid, (text, new, arrival) in PROMPTS.items()]
     report = serve("stories260k", requests, max_seqs=4, block_size=16, chunk=8, golden="live")
     assert report.passed, report.failures
-    assert any(s.prefill_rows and s.decode_rows for s in report.steps)  # chunks interleaved with decodes
+    # prefill chunks interleaved with decode rows
+    assert any(s.prefill_rows and s.decode_rows for s in report.steps)
     for rid, (text, new, _) in PROMPTS.items():
         ids = tok.encode(text)
         alone = generate(ckpt, spec.name, None, new - 1, prompt_ids=ids, eos_ids=eos).generated

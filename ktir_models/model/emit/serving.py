@@ -50,12 +50,13 @@ class ServingShape:
     max_blocks: int
 
     def __post_init__(self) -> None:
-        if self.prefill_rows < 0 or self.decode_slots < 0 or self.prefill_rows + self.decode_slots < 1:
-            raise UserError(f"serving step: {self.prefill_rows} prefill rows and {self.decode_slots} "
-                            "decode slots: need at least one row")
+        if min(self.prefill_rows, self.decode_slots) < 0 or self.rows < 1:
+            raise UserError(f"serving step: {self.prefill_rows} prefill rows and "
+                            f"{self.decode_slots} decode slots: need at least one row")
         if self.block_size < 1 or self.num_blocks < 2 or self.max_blocks < 1:
-            raise UserError(f"serving step: block size {self.block_size}, {self.num_blocks} blocks, "
-                            f"{self.max_blocks} blocks per sequence: need >= 1, >= 2 and >= 1")
+            raise UserError(f"serving step: block size {self.block_size}, {self.num_blocks} "
+                            f"blocks, {self.max_blocks} blocks per sequence: need >= 1, >= 2 "
+                            "and >= 1")
 
     @property
     def groups(self) -> RowGroups:
@@ -103,7 +104,8 @@ class ServingEmitter(LlamaEmitter):
             self.fresh[(layer, "v")] = out
         return out
 
-    def rope(self, what: str, layer: int, x: Tensor, heads: int, into_cache: Tensor | None = None) -> Tensor:
+    def rope(self, what: str, layer: int, x: Tensor, heads: int,
+             into_cache: Tensor | None = None) -> Tensor:
         """RoPE of k writes a fresh tensor; ``cache_write`` moves it into the pool."""
         out = super().rope(what, layer, x, heads)
         if into_cache is not None:
@@ -114,7 +116,8 @@ class ServingEmitter(LlamaEmitter):
         c, s = self.cfg, self.serving
         if self.slots is None:
             self.slots = self.p.tensor(s.rows, 1, role="slot_mapping", dtype="i32")
-            self.block_table = self.p.tensor(s.groups.count, s.max_blocks, role="block_table", dtype="i32")
+            self.block_table = self.p.tensor(s.groups.count, s.max_blocks, role="block_table",
+                                             dtype="i32")
         assert self.block_table is not None
         k_new, v_new = self.fresh[(layer, "k")], self.fresh[(layer, "v")]
         self.p.node(
@@ -179,8 +182,10 @@ class ServingProgram:
         return out_dir
 
 
-def build_serving_program(cfg: ModelConfig, shape: ServingShape, name: str = "model") -> ServingProgram:
+def build_serving_program(cfg: ModelConfig, shape: ServingShape,
+                          name: str = "model") -> ServingProgram:
     """The serving step program of ``shape`` in memory (node texts, tensors with ids)."""
     kind = f"p{shape.prefill_rows}d{shape.decode_slots}"
-    emitter = ServingEmitter(cfg, shape, prefix=f"ktir_serve_{kind}_" + re.sub(r"[^A-Za-z0-9_]", "_", name))
+    symbol = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    emitter = ServingEmitter(cfg, shape, prefix=f"ktir_serve_{kind}_{symbol}")
     return ServingProgram(shape, emitter.build(), name)

@@ -75,5 +75,5 @@ def check_rows(request: str, logits: np.ndarray, golden: np.ndarray) -> RowCheck
     wrong = [i for i, ok in enumerate(met.top1_rows) if not ok]
     row = wrong[0] if wrong else int(np.argmax(np.abs(ours32 - golden).max(axis=1)))
     ours, theirs = int(np.argmax(ours32[row])), int(np.argmax(golden[row]))
-    return RowCheck(request, verdict.passed, verdict.reasons, float(met.max_abs_rel), row, ours, theirs,
-                    float(golden[row, ours]), float(golden[row, theirs]))
+    return RowCheck(request, verdict.passed, verdict.reasons, float(met.max_abs_rel), row, ours,
+                    theirs, float(golden[row, ours]), float(golden[row, theirs]))

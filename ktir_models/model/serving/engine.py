@@ -91,8 +91,8 @@ class ServingEngine:
                     self._pools[key] = hbm.allocate_from(np.zeros((t.rows, t.cols), np.float16),
                                                          name=f"{role}{src['layer']}")
                 elif self._pools[key].shape != (t.rows, t.cols):
-                    raise UserError(f"step programs disagree on the block pool: {self._pools[key].shape} "
-                                    f"against {(t.rows, t.cols)}")
+                    raise UserError(f"step programs disagree on the block pool: "
+                                    f"{self._pools[key].shape} against {(t.rows, t.cols)}")
                 out[t.id] = self._pools[key]
             else:
                 dtype = "int32" if src.get("dtype") == "i32" else "float16"
@@ -107,7 +107,8 @@ class ServingEngine:
             if array.size != size:
                 raise UserError(f"weight {name}: {array.size} elements, the program expects {size}")
             array = array.reshape(-1, array.shape[-1]) if array.ndim == 2 else array.reshape(1, -1)
-            self._weights[disk] = self.machine.hbm.allocate_from(np.ascontiguousarray(array), name=name)
+            self._weights[disk] = self.machine.hbm.allocate_from(np.ascontiguousarray(array),
+                                                                 name=name)
         return self._weights[disk]
 
     def run(self, step: LoadedStep, tables: StepTables) -> np.ndarray:
@@ -115,7 +116,8 @@ class ServingEngine:
         cfg = self.cfg
         cos, sin = rope_tables(cfg, tables.positions)
         inputs = step.inputs
-        inputs["embed"].write(scaled_embedding_rows(self.ckpt, tables.ids, cfg.features.embedding_multiplier))
+        multiplier = cfg.features.embedding_multiplier
+        inputs["embed"].write(scaled_embedding_rows(self.ckpt, tables.ids, multiplier))
         inputs["cos"].write(cos)
         inputs["sin"].write(sin)
         inputs["slot_mapping"].write(tables.slots)

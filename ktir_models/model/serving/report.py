@@ -87,20 +87,23 @@ class ServeReport:
 
     def render(self) -> str:
         o = self.options
-        lines = [f"serve: {self.model} on {self.backend}: {len(self.requests)} requests, max-seqs "
-                 f"{o['max_seqs']}, block size {o['block_size']}, {o['kv_blocks']} KV blocks, chunk "
-                 f"{o['chunk']}; " + ("checked against transformers (each sequence alone)"
-                                      if self.checked else "not checked")]
+        checked = "checked against transformers (each sequence alone)" if self.checked \
+            else "not checked"
+        lines = [f"serve: {self.model} on {self.backend}: {len(self.requests)} requests, "
+                 f"max-seqs {o['max_seqs']}, block size {o['block_size']}, {o['kv_blocks']} KV "
+                 f"blocks, chunk {o['chunk']}; {checked}"]
         for r in self.requests:
-            shown = repr(r.prompt_text + (r.text or "")) if r.text is not None and r.prompt_text is not None \
-                else f"{r.prompt_ids} -> {r.tokens}"
+            shown = f"{r.prompt_ids} -> {r.tokens}"
+            if r.text is not None and r.prompt_text is not None:
+                shown = repr(r.prompt_text + r.text)
             lines.append(f"  {r.id}: steps {r.first_step}..{r.last_step}, {len(r.tokens)} tokens "
                          f"({r.finish}), blocks {r.blocks}: {shown}")
         lines.append("  step  program          prefill  decode  blocks  max|d|/max|g|  sequences")
         for s in self.steps:
             rel = "-" if s.max_abs_rel is None else f"{s.max_abs_rel:.2e}"
-            lines.append(f"  {s.step:>4}  {s.program:<15}  {s.prefill_rows:>7}  {s.decode_rows:>6}  "
-                         f"{s.blocks_in_use:>6}  {rel:>13}  {' '.join(s.sequences)}")
+            lines.append(f"  {s.step:>4}  {s.program:<15}  {s.prefill_rows:>7}  "
+                         f"{s.decode_rows:>6}  {s.blocks_in_use:>6}  {rel:>13}  "
+                         f"{' '.join(s.sequences)}")
         lines += [f"note: {n}" for n in self.notes]
         secs = ", ".join(f"{k} {v:.2f} s" for k, v in self.seconds.items())
         if self.failures:

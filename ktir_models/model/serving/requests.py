@@ -43,7 +43,8 @@ class Request:
     line: int = 0
 
 
-def read_requests(path: Path, vocab_size: int, max_positions: int, tokenizer: Any = None) -> list[Request]:
+def read_requests(path: Path, vocab_size: int, max_positions: int,
+                  tokenizer: Any = None) -> list[Request]:
     """Parse and validate ``path`` (module docstring). ``tokenizer`` (a model.tokenizer
     TextTokenizer, or None) encodes ``prompt`` texts; ``max_positions`` bounds prompt +
     max_new_tokens (the model's position range)."""
@@ -51,7 +52,8 @@ def read_requests(path: Path, vocab_size: int, max_positions: int, tokenizer: An
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise RequestsError(f"{path}: {size} bytes, more than the {MAX_FILE_BYTES} a requests file may hold")
+            raise RequestsError(f"{path}: {size} bytes, more than the {MAX_FILE_BYTES} a "
+                                "requests file may hold")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RequestsError(f"{path}: no such requests file") from None
@@ -77,7 +79,8 @@ def parse_requests(lines: list[str], source: str, vocab_size: int, max_positions
             raise RequestsError(f"{where}: more than {MAX_REQUESTS} requests")
         req = _request(raw, where, number, vocab_size, max_positions, tokenizer)
         if req.id in seen:
-            raise RequestsError(f"{where}: request id {req.id!r} already used on line {seen[req.id]}")
+            raise RequestsError(f"{where}: request id {req.id!r} already used on line "
+                                f"{seen[req.id]}")
         seen[req.id] = number
         out.append(req)
     if not out:
@@ -85,7 +88,8 @@ def parse_requests(lines: list[str], source: str, vocab_size: int, max_positions
     return out
 
 
-def _request(raw: str, where: str, line: int, vocab: int, max_positions: int, tokenizer: Any) -> Request:
+def _request(raw: str, where: str, line: int, vocab: int, max_positions: int,
+             tokenizer: Any) -> Request:
     try:
         doc = json.loads(raw, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
@@ -99,25 +103,29 @@ def _request(raw: str, where: str, line: int, vocab: int, max_positions: int, to
         raise RequestsError(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(FIELDS)})")
     rid = doc.get("id")
     if not isinstance(rid, str) or not rid or len(rid) > MAX_ID_CHARS:
-        raise RequestsError(f"{where}: \"id\": expected a non-empty string of at most {MAX_ID_CHARS} "
-                            f"characters, got {_show(rid)}")
+        raise RequestsError(f"{where}: \"id\": expected a non-empty string of at most "
+                            f"{MAX_ID_CHARS} characters, got {_show(rid)}")
     where = f"{where} (request {rid!r})"
     if ("prompt" in doc) == ("ids" in doc):
-        raise RequestsError(f"{where}: give exactly one of \"prompt\" (text) and \"ids\" (token ids)")
+        raise RequestsError(f"{where}: give exactly one of \"prompt\" (text) and \"ids\" "
+                            "(token ids)")
     if "max_new_tokens" not in doc:
         raise RequestsError(f"{where}: \"max_new_tokens\": missing")
     text = None
     if "prompt" in doc:
         text = doc["prompt"]
         if not isinstance(text, str) or not text:
-            raise RequestsError(f"{where}: \"prompt\": expected a non-empty string, got {_show(text)}")
+            raise RequestsError(f"{where}: \"prompt\": expected a non-empty string, got "
+                                f"{_show(text)}")
         if tokenizer is None:
-            raise RequestsError(f"{where}: \"prompt\": the checkpoint has no tokenizer; give \"ids\"")
+            raise RequestsError(f"{where}: \"prompt\": the checkpoint has no tokenizer; "
+                                "give \"ids\"")
         ids = tokenizer.encode(text, where=f"{where}: \"prompt\"")
     else:
         ids = doc["ids"]
         if not isinstance(ids, list) or not ids:
-            raise RequestsError(f"{where}: \"ids\": expected a non-empty list of token ids, got {_show(ids)}")
+            raise RequestsError(f"{where}: \"ids\": expected a non-empty list of token ids, "
+                                f"got {_show(ids)}")
         for k, t in enumerate(ids):
             if not _is_int(t) or not 0 <= t < vocab:
                 raise RequestsError(f"{where}: \"ids\"[{k}] = {_show(t)}: expected a token id in "
@@ -125,10 +133,12 @@ def _request(raw: str, where: str, line: int, vocab: int, max_positions: int, to
     room = max_positions - len(ids)
     new = doc["max_new_tokens"]
     if not _is_int(new) or not 1 <= new <= max(room, 0):
-        limit = (f"[1, {room}] (the model's {max_positions} positions minus the prompt's {len(ids)})"
+        limit = (f"[1, {room}] (the model's {max_positions} positions minus the prompt's "
+                 f"{len(ids)})"
                  if room >= 1 else f"nothing: the prompt's {len(ids)} tokens fill the model's "
                  f"{max_positions} positions")
-        raise RequestsError(f"{where}: \"max_new_tokens\" = {_show(new)}: expected an integer in {limit}")
+        raise RequestsError(f"{where}: \"max_new_tokens\" = {_show(new)}: expected an integer "
+                            f"in {limit}")
     arrival = doc.get("arrival", 0)
     if not _is_int(arrival) or not 0 <= arrival <= MAX_ARRIVAL:
         raise RequestsError(f"{where}: \"arrival\" = {_show(arrival)}: expected an integer step in "
@@ -145,5 +155,6 @@ def _no_constant(name: str) -> Any:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value) if not (isinstance(value, float) and not math.isfinite(value)) else str(value)
+    finite = not (isinstance(value, float) and not math.isfinite(value))
+    text = json.dumps(value) if finite else str(value)
     return text if len(text) <= 40 else text[:37] + "..."

@@ -38,7 +38,8 @@ class ServeOptions:
     chunk: int
 
     def check(self) -> None:
-        for name, value, low, high in (("--max-seqs", self.max_seqs, 1, 64), ("--block-size", self.block_size, 1, 4096),
+        for name, value, low, high in (("--max-seqs", self.max_seqs, 1, 64),
+                                       ("--block-size", self.block_size, 1, 4096),
                                        ("--chunk", self.chunk, 1, 4096)):
             if not low <= value <= high:
                 raise UserError(f"{name} {value}: expected an integer in [{low}, {high}]")
@@ -54,15 +55,16 @@ def pool_blocks(requests: list[Request], options: ServeOptions) -> int:
     for r in requests:
         if need[r.id] > options.kv_blocks:
             raise RequestsError(
-                f"line {r.line}: request {r.id!r} needs {need[r.id]} KV blocks ({len(r.prompt_ids)} prompt + "
-                f"{r.max_new_tokens} new tokens at block size {options.block_size}) but the pool has "
-                f"{options.kv_blocks} (--kv-blocks): it can never run")
+                f"line {r.line}: request {r.id!r} needs {need[r.id]} KV blocks "
+                f"({len(r.prompt_ids)} prompt + {r.max_new_tokens} new tokens at block size "
+                f"{options.block_size}) but the pool has {options.kv_blocks} (--kv-blocks): it can "
+                "never run")
     return options.kv_blocks
 
 
-def serve_requests(ckpt: Any, name: str, requests: list[Request], options: ServeOptions, golden: bool,
-                   backend: Any = None, eos_ids: frozenset[int] = frozenset(), tokenizer: Any = None,
-                   rewrite: Callable[[int, str], str] | None = None,
+def serve_requests(ckpt: Any, name: str, requests: list[Request], options: ServeOptions,
+                   golden: bool, backend: Any = None, eos_ids: frozenset[int] = frozenset(),
+                   tokenizer: Any = None, rewrite: Callable[[int, str], str] | None = None,
                    progress: Callable[[StepRecord], None] | None = None) -> ServeReport:
     """Serve ``requests`` greedily on the emulator; with ``golden`` check every step and every
     request's tokens against transformers run on each sequence alone (check.py). ``rewrite``
@@ -70,10 +72,9 @@ def serve_requests(ckpt: Any, name: str, requests: list[Request], options: Serve
     options.check()
     kv_blocks = pool_blocks(requests, options)
     max_blocks = max(blocks_for(reservation(r), options.block_size) for r in requests)
-    shapes = {
-        "prefill+decode": ServingShape(options.chunk, options.max_seqs, options.block_size, kv_blocks + 1, max_blocks),
-        "decode": ServingShape(0, options.max_seqs, options.block_size, kv_blocks + 1, max_blocks),
-    }
+    pool_shape = (options.block_size, kv_blocks + 1, max_blocks)
+    shapes = {"prefill+decode": ServingShape(options.chunk, options.max_seqs, *pool_shape),
+              "decode": ServingShape(0, options.max_seqs, *pool_shape)}
     cfg = ckpt.config
     window = cfg.features.sliding_window
     engine = ServingEngine(ckpt, name, backend=backend)
@@ -96,28 +97,32 @@ def serve_requests(ckpt: Any, name: str, requests: list[Request], options: Serve
         t0 = time.perf_counter()
         logits = engine.run(loaded[kind], tables)
         run_seconds += time.perf_counter() - t0
-        record = StepRecord(plan.step, kind, [r.request for r in plan.runs],
-                            len(plan.prefill.ids) if plan.prefill is not None else 0, len(plan.decodes),
-                            pool.in_use)
+        prefill_rows = len(plan.prefill.ids) if plan.prefill is not None else 0
+        record = StepRecord(plan.step, kind, [r.request for r in plan.runs], prefill_rows,
+                            len(plan.decodes), pool.in_use)
         next_tokens: dict[str, int | None] = {}
         worst = 0.0
         for run in plan.runs:
             first, n = tables.rows_of[run.request]
             rows = logits[first:first + n]
-            seq_done_prompt = not run.prefill or run.positions[-1] == len(_request(requests, run.request).prompt_ids) - 1
-            next_tokens[run.request] = int(np.argmax(rows[-1].astype(np.float32))) if seq_done_prompt else None
-            if seq_done_prompt:
+            prompt = len(_request(requests, run.request).prompt_ids)
+            yields = not run.prefill or run.positions[-1] == prompt - 1  # a token comes out
+            token = int(np.argmax(rows[-1].astype(np.float32)))
+            next_tokens[run.request] = token if yields else None
+            if yields:
                 token_steps[run.request].append(plan.step)
             if goldens is not None:
-                verdict = check_rows(run.request, rows, goldens.run(run.request, run.ids, run.positions))
+                golden_rows = goldens.run(run.request, run.ids, run.positions)
+                verdict = check_rows(run.request, rows, golden_rows)
                 worst = max(worst, verdict.max_abs_rel)
                 if not verdict.passed and not report.failures:
                     report.failures.append(
-                        f"step {plan.step}, request {run.request!r} (positions {run.positions[0]}.."
-                        f"{run.positions[-1]}, row {verdict.row} of its {n}): logits differ from transformers "
-                        f"running it alone: {'; '.join(verdict.reasons)}; ours token {verdict.ours} (golden "
-                        f"logit {verdict.ours_logit:.4f}), transformers token {verdict.theirs} (golden logit "
-                        f"{verdict.theirs_logit:.4f})")
+                        f"step {plan.step}, request {run.request!r} (positions "
+                        f"{run.positions[0]}..{run.positions[-1]}, row {verdict.row} of its {n}): "
+                        f"logits differ from transformers running it alone: "
+                        f"{'; '.join(verdict.reasons)}; ours token {verdict.ours} (golden logit "
+                        f"{verdict.ours_logit:.4f}), transformers token {verdict.theirs} (golden "
+                        f"logit {verdict.theirs_logit:.4f})")
         record.max_abs_rel = worst if goldens is not None else None
         report.steps.append(record)
         if progress is not None:
@@ -134,8 +139,9 @@ def serve_requests(ckpt: Any, name: str, requests: list[Request], options: Serve
     for r in requests:
         s = by_id.get(r.id)
         tokens = list(s.tokens) if s is not None else []
-        text = _generated_text(tokenizer, r.prompt_ids, tokens) if tokenizer is not None and r.text is not None \
-            else None
+        text = None
+        if tokenizer is not None and r.text is not None:
+            text = _generated_text(tokenizer, r.prompt_ids, tokens)
         report.requests.append(RequestResult(
             r.id, list(r.prompt_ids), tokens, s.finish if s is not None else None,
             s.first_step if s is not None else None, s.last_step if s is not None else None,
@@ -156,7 +162,8 @@ def _request(requests: list[Request], rid: str) -> Request:
     return next(r for r in requests if r.id == rid)
 
 
-def _check_greedy(ckpt: Any, requests: list[Request], report: ServeReport, eos_ids: frozenset[int]) -> None:
+def _check_greedy(ckpt: Any, requests: list[Request], report: ServeReport,
+                  eos_ids: frozenset[int]) -> None:
     """Every request's tokens against transformers' greedy generation of its prompt alone."""
     from ..greedy_golden import first_divergence, greedy_golden
 
@@ -166,11 +173,13 @@ def _check_greedy(ckpt: Any, requests: list[Request], report: ServeReport, eos_i
         div = first_divergence(result.tokens, theirs)
         if div is None:
             continue
-        step = result.token_steps[div.step] if div.step < len(result.token_steps) else result.last_step
+        steps = result.token_steps
+        step = steps[div.step] if div.step < len(steps) else result.last_step
         what = (f"step {step}, request {r.id!r}, token {div.step}: ours {div.ours} (golden logit "
-                f"{div.ours_logit:.4f}), transformers' greedy generation {div.theirs} (golden logit "
-                f"{div.theirs_logit:.4f})")
+                f"{div.ours_logit:.4f}), transformers' greedy generation {div.theirs} (golden "
+                f"logit {div.theirs_logit:.4f})")
         if div.near_tie:
-            report.notes.append(f"{what}: a near-tie (margin {div.margin:.3g} <= band {div.band:.3g}), accepted")
+            report.notes.append(f"{what}: a near-tie (margin {div.margin:.3g} <= band "
+                                f"{div.band:.3g}), accepted")
         else:
             report.failures.append(f"{what}: the tokens differ")

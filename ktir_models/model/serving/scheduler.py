@@ -79,7 +79,8 @@ class Scheduler:
         while self.waiting and self.waiting[0].arrival <= self.step and None in self.slots:
             req = self.waiting[0]
             try:
-                blocks = self.pool.allocate(req.id, blocks_for(reservation(req), self.pool.block_size))
+                need = blocks_for(reservation(req), self.pool.block_size)
+                blocks = self.pool.allocate(req.id, need)
             except PoolExhausted:
                 return
             self.waiting.pop(0)
@@ -103,14 +104,16 @@ class Scheduler:
                         n = min(self.chunk, len(s.prompt) - s.cached)
                         prefill = self._run(s, s.prompt[s.cached:s.cached + n], s.cached, True)
                 elif s.finish is None:
-                    decodes.append(self._run(s, (s.tokens[-1],), len(s.prompt) + len(s.tokens) - 1, False))
+                    at = len(s.prompt) + len(s.tokens) - 1
+                    decodes.append(self._run(s, (s.tokens[-1],), at, False))
             return StepPlan(self.step, prefill, tuple(decodes))
         return None
 
     def _run(self, s: Sequence, ids, start: int, prefill: bool) -> RowRun:
         if s.first_step is None:
             s.first_step = self.step
-        return RowRun(s.id, tuple(ids), tuple(range(start, start + len(ids))), tuple(s.blocks), prefill, s.slot)
+        positions = tuple(range(start, start + len(ids)))
+        return RowRun(s.id, tuple(ids), positions, tuple(s.blocks), prefill, s.slot)
 
     def advance(self, plan: StepPlan, next_tokens: dict[str, int | None]) -> list[Sequence]:
         """Apply the step's outcome (``next_tokens[request]``: the token its last row chose, None

@@ -91,7 +91,8 @@ def attention_kernel(
         if prefix is not None:
             mask_tile = kt.extf(kt.load(mv, [row, c0], (mb, prefix_rows)))
             parts.append((attention_scores(kt, qt, prefix[0], mask_tile, scale), prefix[1]))
-        parts.append((attention_scores(kt, qt, fresh_k, _causal(kt, r0, mb, m, window), scale), fresh_v))
+        causal = _causal(kt, r0, mb, m, window)
+        parts.append((attention_scores(kt, qt, fresh_k, causal, scale), fresh_v))
 
         top = kt.splat(MAX_INIT, (mb,))
         for s, _ in parts:
@@ -167,7 +168,8 @@ def _kernel_and_views(name: str, plan: AttentionPlan, *, m: int, capacity: int, 
     return kt, views
 
 
-def online_step(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val, scale: float) -> list[Val]:
+def online_step(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val,
+                scale: float) -> list[Val]:
     """One online-softmax step: fold the scores of ``keys`` into (row max, row sum, output)."""
     top, total, o = state
     s = attention_scores(kt, q, keys, bias, scale)

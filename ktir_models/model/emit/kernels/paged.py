@@ -59,8 +59,10 @@ def indirect_tile(kt: Kernel, view: View, index: View, index_subs: str, subs: li
     tile = kt.fresh("gather")
     names = [f"%p{i}" for i in range(len(shape))]
     ttype = f"!ktdp.access_tile<{'x'.join(str(d) for d in shape)}xindex>"
-    kt.emit(f"{tile} = ktdp.construct_indirect_access_tile intermediate_variables({', '.join(names)}) "
-            f"{view.name}[ind({index.name}[{index_subs}]), {', '.join(f'({s})' for s in subs)}] {{")
+    direct = ", ".join(f"({s})" for s in subs)
+    kt.emit(f"{tile} = ktdp.construct_indirect_access_tile "
+            f"intermediate_variables({', '.join(names)}) "
+            f"{view.name}[ind({index.name}[{index_subs}]), {direct}] {{")
     kt.emit(f"  variables_space_set = {box_set(shape)},")
     kt.emit(f"  variables_space_order = {identity_map(len(shape))}")
     kt.emit(f"}} : {view.type}, {index.type} -> {ttype}")
@@ -69,8 +71,8 @@ def indirect_tile(kt: Kernel, view: View, index: View, index_subs: str, subs: li
 
 def load_tile(kt: Kernel, tile: str, shape: tuple[int, ...], dtype: str) -> Val:
     out = Val(kt.fresh("v"), tuple(shape), dtype)
-    kt.emit(f"{out.name} = ktdp.load {tile} : !ktdp.access_tile<{'x'.join(str(d) for d in shape)}xindex> "
-            f"-> {out.type}")
+    dims = "x".join(str(d) for d in shape)
+    kt.emit(f"{out.name} = ktdp.load {tile} : !ktdp.access_tile<{dims}xindex> -> {out.type}")
     return out
 
 
@@ -98,7 +100,8 @@ def paged_attention_lx(rows: int, keys: int, head_dim: int) -> int:
     """LX of one (group, head) step over ``keys`` gathered keys: q (f16), K and V (f16), the mask
     tile (f16 + f32), scores and probabilities (f32, twice for the rescale), the running output
     (f32, carried: twice) and its rescaled copy."""
-    return rows * head_dim * 2 + 2 * keys * head_dim * 2 + rows * keys * (2 + 4 * 4) + rows * head_dim * 4 * 3
+    return (rows * head_dim * 2 + 2 * keys * head_dim * 2 + rows * keys * (2 + 4 * 4)
+            + rows * head_dim * 4 * 3)
 
 
 def key_blocks(rows: int, max_blocks: int, block_size: int, head_dim: int, budget: int) -> int:
@@ -107,15 +110,16 @@ def key_blocks(rows: int, max_blocks: int, block_size: int, head_dim: int, budge
     fits = [b for b in range(1, max_blocks + 1)
             if max_blocks % b == 0 and paged_attention_lx(rows, b * block_size, head_dim) <= budget]
     if not fits:
-        raise UserError(f"paged attention: {rows} query rows x block size {block_size} (head_dim "
-                        f"{head_dim}) do not fit one core's LX; use a smaller --chunk or --block-size")
+        raise UserError(f"paged attention: {rows} query rows x block size {block_size} "
+                        f"(head_dim {head_dim}) do not fit one core's LX; use a smaller --chunk "
+                        "or --block-size")
     return fits[-1]
 
 
-def paged_attention_kernel(name: str, *, groups: RowGroups, heads: int, kv_heads: int, head_dim: int,
-                           block_size: int, num_blocks: int, max_blocks: int, q: str, k_cache: str,
-                           v_cache: str, block_table: str, mask: str, out: str, scale: float,
-                           budget: int = LX_BUDGET) -> KernelText:
+def paged_attention_kernel(name: str, *, groups: RowGroups, heads: int, kv_heads: int,
+                           head_dim: int, block_size: int, num_blocks: int, max_blocks: int,
+                           q: str, k_cache: str, v_cache: str, block_table: str, mask: str,
+                           out: str, scale: float, budget: int = LX_BUDGET) -> KernelText:
     """GQA attention of every row group over its own sequence's keys, gathered through the block
     table; (group, head) pairs dealt round-robin to the cores (the prefill group's heads first,
     then the decode groups' pairs). Numerics as the contiguous attention (``attention.py``): f32
@@ -195,15 +199,16 @@ class _Step:
         def block(b: Val, state: list[Val]) -> list[Val]:
             subs = f"{g.name}, {b.name} + %p0 floordiv {bs}"
             cols = [f"%p0 mod {bs}", f"{kcol.name} + %p1"]
-            k = load_tile(kt, indirect_tile(kt, vw.k, vw.table, subs, cols, (keys, hd)), (keys, hd), "f16")
-            v = load_tile(kt, indirect_tile(kt, vw.v, vw.table, subs, cols, (keys, hd)), (keys, hd), "f16")
+            k, v = (load_tile(kt, indirect_tile(kt, pool, vw.table, subs, cols, (keys, hd)),
+                              (keys, hd), "f16") for pool in (vw.k, vw.v))
             bias = kt.extf(kt.load(vw.mask, [row, kt.offset(b, bs)], (rows, keys)))
             return online_step(kt, state, qt, k, v, bias, self.scale)
 
         if kb == self.max_blocks:
             state = block(kt.index(0), state)
         else:
-            b, carried, result = kt.loop_begin(kt.index(0), kt.index(self.max_blocks), kt.index(kb), state)
+            b, carried, result = kt.loop_begin(kt.index(0), kt.index(self.max_blocks),
+                                               kt.index(kb), state)
             state = kt.loop_end(block(b, carried), result)
         _, total, o = state
         o = kt.binary("divf", o, kt.broadcast(total, (rows, hd), new_dim=1))
