@@ -94,7 +94,10 @@ class Scheduler:
             self.admit()
             active = self.active()
             if not active:
-                self.step = max(self.step + 1, self.waiting[0].arrival)
+                head = self.waiting[0]
+                if head.arrival <= self.step:  # every block is free: pool_blocks() rules this out
+                    raise AssertionError(f"request {head.id!r} cannot start with no sequence running")
+                self.step = head.arrival
                 continue
             prefill = None
             decodes = []
