@@ -96,7 +96,7 @@ class Scheduler:
             if not active:
                 head = self.waiting[0]
                 if head.arrival <= self.step:  # every block is free: pool_blocks() rules this out
-                    raise AssertionError(f"request {head.id!r} cannot start with no sequence running")
+                    raise AssertionError(f"request {head.id!r} cannot start while nothing runs")
                 self.step = head.arrival
                 continue
             prefill = None
