@@ -1,1 +1,0 @@
-"""The Python API of ktir-models: one module per command (``serve``, ...)."""
