@@ -41,3 +41,17 @@ def test_long_contexts_stream_key_blocks():
     program = build_serving_program(cfg, ServingShape(32, 4, 64, 300, 64), "llama")
     attn = next(n for n in program.program.nodes if n.kind == "attention")
     assert "iter_args" in attn.text and attn.lx_estimate <= LX_BUDGET
+
+
+def test_key_block_loop_passes_the_check(serve_checkpoints, monkeypatch):
+    """The online-softmax loop over key blocks (one pool block per step, as long contexts take
+    it) gives the same answers as transformers on the scenario."""
+    from ktir_models.model.emit.kernels import paged
+
+    from .conftest import serve_scenario
+
+    monkeypatch.setattr(paged, "key_blocks", lambda *args: 1)
+    program = build_serving_program(SERVE_CONFIGS["llama"], SHAPES["decode"], "llama")
+    assert "iter_args" in next(n for n in program.program.nodes if n.kind == "attention").text
+    report = serve_scenario(serve_checkpoints["llama"])
+    assert report.passed, report.failures
