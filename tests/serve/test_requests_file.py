@@ -95,3 +95,16 @@ def test_pool_hands_out_lowest_free_blocks_and_reuses_freed_ones():
     assert pool.allocate("c", 3) == [0, 1, 5]  # not contiguous once others came and went
     with pytest.raises(AssertionError):
         pool.free("a", [2])  # b's block
+
+
+def test_scheduler_admits_by_arrival_then_file_order():
+    """A request later in the file but arriving earlier is not held back by an earlier line."""
+    from ktir_models.model.serving.requests import Request
+    from ktir_models.model.serving.scheduler import Scheduler
+
+    late = Request("late", (1, 2), 2, arrival=5, line=1)
+    early = Request("early", (1, 2, 3), 2, arrival=0, line=2)
+    sched = Scheduler([late, early], max_seqs=1, pool=BlockPool(4, 16), chunk=32)
+    plan = sched.plan()
+    assert plan is not None and plan.step == 0 and plan.prefill is not None
+    assert plan.prefill.request == "early" and plan.prefill.positions == (0, 1, 2)

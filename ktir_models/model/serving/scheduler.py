@@ -2,9 +2,10 @@
 
 Each step:
 
-1. **admit** waiting requests in file order once their ``arrival`` step has come, while a slot is
-   free and the pool has the blocks of the request's whole reservation (prompt + max_new_tokens
-   - 1 cache slots: the last generated token is never fed back). First come, first served: a
+1. **admit** waiting requests in arrival order (file order among equal arrivals) once their
+   ``arrival`` step has come, while a slot is free and the pool has the blocks of the request's
+   whole reservation (prompt + max_new_tokens - 1 cache slots: the last generated token is never
+   fed back). First come, first served: a
    request that does not fit yet holds back the ones behind it.
 2. **plan** one prefill chunk (the earliest admitted sequence whose prompt is not fully cached:
    its next ``chunk`` prompt tokens at their positions) and one decode row for every sequence
@@ -60,7 +61,7 @@ class Scheduler:
 
     def __init__(self, requests: list[Request], max_seqs: int, pool: BlockPool, chunk: int,
                  eos_ids: frozenset[int] = frozenset()) -> None:
-        self.waiting = list(requests)
+        self.waiting = sorted(requests, key=lambda r: r.arrival)  # stable: file order among equals
         self.slots: list[Sequence | None] = [None] * max_seqs
         self.pool = pool
         self.chunk = chunk
