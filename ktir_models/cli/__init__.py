@@ -22,6 +22,7 @@ from . import model_commands  # noqa: F401  (registers forward)
 from . import emit_commands  # noqa: F401  (registers emit, generate)
 from . import diagnose_commands  # noqa: F401  (registers diagnose, latency)
 from . import sweep_commands  # noqa: F401  (registers sweep)
+from . import serve_commands  # noqa: F401  (registers serve)
 
 
 def main(argv: list[str] | None = None) -> None:

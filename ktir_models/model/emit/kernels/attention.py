@@ -90,8 +90,9 @@ def attention_kernel(
         parts = []  # (scores, values) of each part
         if prefix is not None:
             mask_tile = kt.extf(kt.load(mv, [row, c0], (mb, prefix_rows)))
-            parts.append((_scores(kt, qt, prefix[0], mask_tile, scale), prefix[1]))
-        parts.append((_scores(kt, qt, fresh_k, _causal(kt, r0, mb, m, window), scale), fresh_v))
+            parts.append((attention_scores(kt, qt, prefix[0], mask_tile, scale), prefix[1]))
+        causal = _causal(kt, r0, mb, m, window)
+        parts.append((attention_scores(kt, qt, fresh_k, causal, scale), fresh_v))
 
         top = kt.splat(MAX_INIT, (mb,))
         for s, _ in parts:
@@ -141,14 +142,14 @@ def _streaming_attention(name: str, plan: AttentionPlan, *, m: int, capacity: in
             keys = kt.load(kv, [at, kcol], (size, head_dim))
             values = kt.load(vv, [at, kcol], (size, head_dim))
             bias = kt.extf(kt.load(mv, [row, at], (mb, size)))
-            return _online(kt, state, qt, keys, values, bias, scale)
+            return online_step(kt, state, qt, keys, values, bias, scale)
 
         if full:
             j, carried, result = kt.loop_begin(kt.index(0), kt.index(full * kb), kt.index(kb), state)
             state = kt.loop_end(block(j, kb, carried), result)
         if tail:
             state = block(kt.index(full * kb), tail, state)
-        state = _online(kt, state, qt, fresh_k, fresh_v, _causal(kt, r0, mb, m, window), scale)
+        state = online_step(kt, state, qt, fresh_k, fresh_v, _causal(kt, r0, mb, m, window), scale)
         _, total, o = state
         o = kt.binary("divf", o, kt.broadcast(total, (mb, head_dim), new_dim=1))
         kt.store(kt.truncf(o), ov, [row, qcol])
@@ -167,10 +168,11 @@ def _kernel_and_views(name: str, plan: AttentionPlan, *, m: int, capacity: int, 
     return kt, views
 
 
-def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val, scale: float) -> list[Val]:
+def online_step(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: Val,
+                scale: float) -> list[Val]:
     """One online-softmax step: fold the scores of ``keys`` into (row max, row sum, output)."""
     top, total, o = state
-    s = _scores(kt, q, keys, bias, scale)
+    s = attention_scores(kt, q, keys, bias, scale)
     new_top = kt.binary("maximumf", top, kt.reduce_rows("maximumf", s, kt.splat(MAX_INIT, top.shape)))
     alpha = kt.unary("math.exp", kt.binary("subf", top, new_top))  # rescales what came before
     p = kt.unary("math.exp", kt.binary("subf", s, kt.broadcast(new_top, s.shape, new_dim=1)))
@@ -179,7 +181,7 @@ def _online(kt: Kernel, state: list[Val], q: Val, keys: Val, values: Val, bias: 
     return [new_top, total, o]
 
 
-def _scores(kt: Kernel, q: Val, keys: Val, mask: Val, scale: float) -> Val:
+def attention_scores(kt: Kernel, q: Val, keys: Val, mask: Val, scale: float) -> Val:
     """``(q @ keys^T) * scale + mask`` in f32."""
     s = kt.matmul(q, keys, kt.splat(0.0, (q.shape[0], keys.shape[0])), transpose_b=True)
     s = kt.binary("mulf", s, kt.splat(scale, s.shape))
