@@ -4,6 +4,7 @@
     python benchmarks/forward.py MODEL [--program DIR] [--mode decode|prefill] [--tokens M]
                                  [--past P] [--weights synthetic|hub|DIR] [--repeat N] [--warmup W]
                                  [--alternate] [--last-token] [--bandwidth-mib MIB] [--json OUT]
+                                 [--kernel-threads auto|1|2]
                                  [--backend numpy|torch] [--device auto|cpu|cuda|cuda:N|mps]
 
 Without ``--program`` our own emitted program for MODEL is used (``--mode``/``--tokens``/``--past``
@@ -39,6 +40,10 @@ or does more than stream them stays below 1.
 
 ``--last-token`` runs the emulated prefill with the lm_head over the last row only
 (``Runner.run(..., last_token=True)``, docs/performance.md); its logits are that one row.
+
+``--kernel-threads`` fixes the native f16 kernel's threads for every call (``seqmm.set_threads``;
+default ``auto``: two threads for a call of at least 256K multiply-adds, one below), the same bits
+whatever the count: to measure what the second core buys (``kernel_threads`` in the JSON).
 
 Large models (an 8B model's f32 transformers copy does not fit beside its f16 weights):
 ``--native-dtype bf16`` loads the native model in bfloat16 (the family's own transformers class),
@@ -242,6 +247,9 @@ def main() -> int:
     parser.add_argument("--last-token", action="store_true",
                         help="emulated side: the lm_head over the last row only (prefill users who "
                              "sample from it)")
+    parser.add_argument("--kernel-threads", choices=("auto", "1", "2"), default="auto",
+                        help="the native f16 kernel's threads for every call (default auto: two "
+                             "for calls of >= 256K multiply-adds)")
     parser.add_argument("--bandwidth-mib", type=int, default=512,
                         help="size of the array whose sum measures the read bandwidth (default 512)")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
@@ -276,6 +284,10 @@ def main() -> int:
 
     threads = blas_threads()
     torch.set_num_threads(threads)
+    if args.kernel_threads != "auto":
+        from ktir_models.ktir.backends import seqmm
+
+        seqmm.set_threads(int(args.kernel_threads))
 
     spec = resolve_model(args.model)
     program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
@@ -355,6 +367,7 @@ def main() -> int:
         "repeat": args.repeat,
         "alternate": args.alternate,
         "last_token": args.last_token,
+        "kernel_threads": args.kernel_threads,
         "native_dtype": args.native_dtype,
         "native_after": args.native_after,
         "emulated_ms": emulated_ms,
@@ -374,14 +387,15 @@ def main() -> int:
         "native_all_ms": [1e3 * s for s in native],
         "native_1thread_all_ms": [1e3 * s for s in native_1t],
         "logits_finite": bool(np.isfinite(logits).all()),
-        "agreement": agreement(logits, timed_native.state["logits"]),
+        # --last-token: the emulated row against the native pass's last row
+        "agreement": agreement(logits, timed_native.state["logits"][..., -logits.shape[0]:, :]),
         "native_loaded_rss_anon_gib": native_resident[0],
         "native_loaded_rss_file_gib": native_resident[1],
     }
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
           f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
     print(f"backend        {backend.describe()} (emulator); native transformers on the cpu")
-    print(f"matmul         {figures['matmul']}")
+    print(f"matmul         {figures['matmul']}; kernel threads {args.kernel_threads}")
     print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat}; warm-up "
           f"passes {', '.join(f'{1e3 * s:.0f}' for s in warm)} ms)"

@@ -69,7 +69,28 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
 
     # which f32 summation order the emulated side used (it decides the last bits and the speed)
     assert figures["matmul"].startswith("native" if seqmm.available() else "numpy (cpu) BLAS")
-    assert f"matmul         {figures['matmul']}" in done.stdout
+    assert f"matmul         {figures['matmul']}; kernel threads auto" in done.stdout
+    assert figures["kernel_threads"] == "auto"
+
+
+@pytest.mark.slow
+def test_forward_benchmark_last_token_and_one_kernel_thread(tmp_path):
+    """--last-token: the emulated logits are the prefill's last row, compared with the native
+    pass's last row; --kernel-threads 1 is recorded."""
+    out = tmp_path / "bench.json"
+    model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(model),
+               "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-prefill7"), "--weights", str(model),
+               "--repeat", "5", "--bandwidth-mib", "16", "--skip-one-thread", "--last-token",
+               "--kernel-threads", "1", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert figures["last_token"] is True and figures["kernel_threads"] == "1"
+    assert (figures["mode"], figures["tokens"]) == ("prefill", 7)
+    agree = figures["agreement"]
+    assert agree["rows"] == 1 and agree["top1"] == 1 and agree["max_rel"] < 2**-6
+    assert "kernel threads 1" in done.stdout
 
 
 def test_forward_benchmark_rejects_fewer_than_five_passes():
