@@ -99,7 +99,8 @@ def read_bandwidth(mib: int, threads: int, tries: int = 5) -> float:
     return data.nbytes / best
 
 
-def floor_figures(weight_bytes: int, bandwidth: float, emulated_ms: float, native_ms: float) -> dict:
+def floor_figures(weight_bytes: int, bandwidth: float, emulated_ms: float,
+                  native_ms: float) -> dict:
     """The pass's memory floor (its f16 weight bytes over the read bandwidth) and each side's
     fraction of it (floor / measured: 1.0 streams the weights once at full rate)."""
     floor_ms = 1e3 * weight_bytes / bandwidth
@@ -251,7 +252,7 @@ def main() -> int:
                         help="the native f16 kernel's threads for every call (default auto: two "
                              "for calls of >= 256K multiply-adds)")
     parser.add_argument("--bandwidth-mib", type=int, default=512,
-                        help="size of the array whose sum measures the read bandwidth (default 512)")
+                        help="MiB of the array whose sum measures the read bandwidth (default 512)")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
     parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
     parser.add_argument("--device", default="auto",
@@ -347,7 +348,7 @@ def main() -> int:
 
     emulated_ms = 1e3 * statistics.median(emulated)
     native_ms = 1e3 * statistics.median(native)
-    bandwidth = read_bandwidth(args.bandwidth_mib, threads)  # after the passes: no array beside them
+    bandwidth = read_bandwidth(args.bandwidth_mib, threads)  # after the passes, not beside them
     floor = floor_figures(weight_bytes, bandwidth, emulated_ms, native_ms)
     native_1t_ms = 1e3 * statistics.median(native_1t) if native_1t else None
     compile_s = timings.parse + timings.compile
@@ -406,10 +407,11 @@ def main() -> int:
     if native_1t_ms is not None:
         print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
               f"ratio {figures['ratio_1thread']:.2f}")
-    print(f"bandwidth      {floor['read_bandwidth_gbs']:9.2f} GB/s read (sum over {args.bandwidth_mib} MiB, "
-          f"{threads} threads, best of 5)")
-    print(f"floor          {floor['floor_ms']:9.2f} ms  ({weight_bytes / 1e6:.1f} MB of f16 weights read "
-          f"once); emulated at {100 * floor['emulated_floor_fraction']:.1f} % of it, native "
+    print(f"bandwidth      {floor['read_bandwidth_gbs']:9.2f} GB/s read (sum over "
+          f"{args.bandwidth_mib} MiB, {threads} threads, best of 5)")
+    print(f"floor          {floor['floor_ms']:9.2f} ms  ({weight_bytes / 1e6:.1f} MB of f16 "
+          f"weights "
+          f"read once); emulated at {100 * floor['emulated_floor_fraction']:.1f} % of it, native "
           f"{args.native_dtype} at {100 * floor['native_floor_fraction']:.1f} %")
     print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {timings.parse:.2f} s)")
     print(f"marshal        {timings.marshal:9.2f} s")

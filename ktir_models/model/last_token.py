@@ -75,7 +75,8 @@ def last_row_head(manifest: Manifest, machine: Any, buffers: dict[int, Any]) -> 
     if (emitted_nodes(manifest)[last].kind != "gemm" or not node.fn.endswith("_lm_head")
             or outputs != [manifest.result] or names != ["x", "w", "out"]):
         return LastRowHead(last, "the last node is not the lm_head: all rows computed")
-    cfg = ModelConfig.from_hf_dict(manifest.extras["config"], str(manifest.directory / MANIFEST_FILE))
+    where = str(manifest.directory / MANIFEST_FILE)
+    cfg = ModelConfig.from_hf_dict(manifest.extras["config"], where)
     m = emitted_fields(manifest).m
     written = (manifest.directory / node.mlir).read_text(encoding="utf-8")
     if lm_head_text(cfg, node.fn, m, m) != written:

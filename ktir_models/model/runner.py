@@ -184,7 +184,8 @@ class Runner:
                     raise UserError(f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
                 times[i] = time.perf_counter() - t0
                 if nonfinite is None:
-                    nonfinite = self._first_nonfinite(i, head.out if one_row and i == head.node else None)
+                    own = head.out if one_row and i == head.node else None
+                    nonfinite = self._first_nonfinite(i, own)
                 if progress is not None:
                     progress.update(1)
         finally:

@@ -52,7 +52,8 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     assert (figures["mode"], figures["tokens"], figures["nodes"]) == ("decode", 1, 24)
     # the memory floor: the weights' f16 bytes (every weight source of the manifest) over the
     # bandwidth measured in the same run, and each side's fraction of it
-    manifest = json.loads((REPO_ROOT / "fixtures" / "tiny-mha-decode" / "manifest.json").read_text())
+    manifest_file = REPO_ROOT / "fixtures" / "tiny-mha-decode" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
     shapes = {t["id"]: t["rows"] * t["cols"] for t in manifest["tensors"]}
     weights = sum(2 * shapes[s["id"]] for s in manifest["sources"] if s["role"] == "weight")
     assert figures["weight_bytes_read"] == weights
@@ -80,7 +81,8 @@ def test_forward_benchmark_last_token_and_one_kernel_thread(tmp_path):
     out = tmp_path / "bench.json"
     model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
     command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(model),
-               "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-prefill7"), "--weights", str(model),
+               "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-prefill7"),
+               "--weights", str(model),
                "--repeat", "5", "--bandwidth-mib", "16", "--skip-one-thread", "--last-token",
                "--kernel-threads", "1", "--json", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)

@@ -353,7 +353,11 @@ def test_set_threads_fixes_the_count_of_calls_that_do_not_choose(monkeypatch):
     want = seqmm.kloop(a, b, None, **kw)
     seen = []
     real_run = seqmm._run
-    monkeypatch.setattr(seqmm, "_run", lambda lib, call, *xs: seen.append(call.rest[9]) or real_run(lib, call, *xs))
+    def counting_run(lib, call, *arrays):  # call.rest[9]: the thread count given to the kernel
+        seen.append(call.rest[9])
+        return real_run(lib, call, *arrays)
+
+    monkeypatch.setattr(seqmm, "_run", counting_run)
     try:
         seqmm.set_threads(2)
         assert seqmm.default_threads(1) == 2

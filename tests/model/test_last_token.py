@@ -18,7 +18,8 @@ from ktir_models.model.registry import resolve_model
 from ktir_models.model.report import judge
 
 PREFILLS = [("tiny-mha-prefill7", "tiny-mha"), ("tiny-gqa4-llama3-prefill32", "tiny-gqa4-llama3")]
-native = pytest.mark.skipif(not seqmm.available(), reason="the native matmul kernel cannot be built here")
+native = pytest.mark.skipif(not seqmm.available(),
+                            reason="the native matmul kernel cannot be built here")
 
 
 def last_row_against_all_rows(runner, inputs) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +70,8 @@ def test_programs_it_cannot_reproduce_compute_all_rows(tmp_path):
     (external / "manifest.json").write_text(json.dumps(manifest))
     lm_head = edited / f"node{len(manifest['nodes']) - 1}.mlir"
     lm_head.write_text(lm_head.read_text().replace("module {", "module {\n  // edited by hand", 1))
-    for program, reason in ((external, "not a program of our emitter"), (edited, "is not the lm_head kernel")):
+    cases = ((external, "not a program of our emitter"), (edited, "is not the lm_head kernel"))
+    for program, reason in cases:
         runner, inputs, _ = prepared(program, "tiny-mha", native_matmul=True)
         everything, last = last_row_against_all_rows(runner, inputs)
         assert runner.last_row_head().plan is None and reason in runner.last_row_head().reason

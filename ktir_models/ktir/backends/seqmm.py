@@ -358,7 +358,8 @@ def set_threads(threads: int | None) -> None:
     """Every later call without ``threads`` runs on ``threads`` threads (None: the size rule of
     :func:`default_threads`). The results are the same bits whatever the count."""
     global _fixed_threads
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
         raise ValueError(f"seqmm.set_threads: expected a positive int or None, got {threads!r}")
     _fixed_threads = threads
     _CALLS.clear()  # the cached calls hold the count chosen when they were first seen
