@@ -116,3 +116,23 @@ def test_one_row_kernel_keeps_the_m_row_kernels_k_blocks():
     assert "tensor<1x2048xf16>" in planned and "tensor<1x1024xf16>" not in planned
     assert "tensor<1x1024xf16>" in alone
     assert "sizes: [1, 2048]" in planned  # the input view is one row
+
+
+@native
+def test_a_non_finite_logit_of_the_one_row_kernel_is_reported_in_the_last_row():
+    """Inf in one lm_head weight row: only the lm_head's output holds it; the last-token pass
+    names the lm_head node and the element (m - 1, that column), as the all-rows pass does for
+    its rows."""
+    runner, inputs, _ = prepared(FIXTURES / "tiny-mha-prefill7", "tiny-mha", native_matmul=True)
+    lm_head = runner.manifest.nodes[-1]
+    weight = next(a.tensor for a in lm_head.args if a.name == "w")
+    values = runner.tensor(weight)
+    values[5] = np.inf  # logit column 5 of every row
+    runner._buffers[weight].write(values)
+    everything = runner.run(inputs).nonfinite
+    last = runner.run(inputs, last_token=True)
+    assert runner.last_row_head().plan is not None
+    assert everything is not None and (everything.node, everything.first_index) == (23, (0, 5))
+    assert last.nonfinite is not None and last.nonfinite.node == 23
+    assert last.nonfinite.first_index == (6, 5) and last.nonfinite.count == 1
+    assert not np.isfinite(last.result[0, 5])
