@@ -3,7 +3,8 @@
 
     python benchmarks/forward.py MODEL [--program DIR] [--mode decode|prefill] [--tokens M]
                                  [--past P] [--weights synthetic|hub|DIR] [--repeat N] [--warmup W]
-                                 [--alternate] [--json OUT]
+                                 [--alternate] [--last-token] [--bandwidth-mib MIB] [--json OUT]
+                                 [--kernel-threads auto|1|2]
                                  [--backend numpy|torch] [--device auto|cpu|cuda|cuda:N|mps]
 
 Without ``--program`` our own emitted program for MODEL is used (``--mode``/``--tokens``/``--past``
@@ -29,6 +30,20 @@ native pass is also timed with one torch thread (``native_1thread_ms``, ``ratio_
 machine shared with other jobs torch's two threads can stall each other, see docs/performance.md.
 ``--alternate`` times the emulated and native passes in turns (after both sides' warm-up), so a
 drift of the machine's speed during the run moves both sides alike (``alternate`` in the JSON).
+
+The memory floor: the same run measures the machine's read bandwidth (:func:`read_bandwidth`: a
+sum over a ``--bandwidth-mib`` array, default 512 MiB, split between the BLAS threads, best of
+five) and prints each side's fraction of its floor, the f16 weight bytes the pass reads over that
+bandwidth (``floor_ms``, ``emulated_floor_fraction``, ``native_floor_fraction``: 1.0 would be a
+pass that only streams its weights once). A pass that reads more bytes (native f32 reads twice)
+or does more than stream them stays below 1.
+
+``--last-token`` runs the emulated prefill with the lm_head over the last row only
+(``Runner.run(..., last_token=True)``, docs/performance.md); its logits are that one row.
+
+``--kernel-threads`` fixes the native f16 kernel's threads for every call (``seqmm.set_threads``;
+default ``auto``: two threads for a call of at least 256K multiply-adds, one below), the same bits
+whatever the count: to measure what the second core buys (``kernel_threads`` in the JSON).
 
 Large models (an 8B model's f32 transformers copy does not fit beside its f16 weights):
 ``--native-dtype bf16`` loads the native model in bfloat16 (the family's own transformers class),
@@ -63,6 +78,35 @@ def blas_threads() -> int:
         if value.isdigit() and int(value) > 0:
             return int(value)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def read_bandwidth(mib: int, threads: int, tries: int = 5) -> float:
+    """Bytes per second read by summing a ``mib`` MiB float32 array, split into ``threads``
+    contiguous parts summed at once (numpy releases the GIL in reductions), best of ``tries``:
+    the machine's streaming read rate, the denominator of a pass's memory floor."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    data = np.ones(mib * 2**20 // 4, dtype=np.float32)  # written once, so every page is resident
+    parts = np.array_split(data, threads)
+    best = float("inf")
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in range(tries):
+            start = time.perf_counter()
+            list(pool.map(np.sum, parts))
+            best = min(best, time.perf_counter() - start)
+    return data.nbytes / best
+
+
+def floor_figures(weight_bytes: int, bandwidth: float, emulated_ms: float,
+                  native_ms: float) -> dict:
+    """The pass's memory floor (its f16 weight bytes over the read bandwidth) and each side's
+    fraction of it (floor / measured: 1.0 streams the weights once at full rate)."""
+    floor_ms = 1e3 * weight_bytes / bandwidth
+    return {"read_bandwidth_gbs": bandwidth / 1e9, "weight_bytes_read": weight_bytes,
+            "floor_ms": floor_ms, "emulated_floor_fraction": floor_ms / emulated_ms,
+            "native_floor_fraction": floor_ms / native_ms}
 
 
 def resolve_program(spec, program: str | None, mode: str | None, tokens: int | None, past: int) -> Path:
@@ -201,6 +245,14 @@ def main() -> int:
                         help="release the emulator (machine, HBM, plans) before loading the native model")
     parser.add_argument("--skip-one-thread", action="store_true",
                         help="do not also time the native pass with one torch thread (large models: minutes a pass)")
+    parser.add_argument("--last-token", action="store_true",
+                        help="emulated side: the lm_head over the last row only (prefill users who "
+                             "sample from it)")
+    parser.add_argument("--kernel-threads", choices=("auto", "1", "2"), default="auto",
+                        help="the native f16 kernel's threads for every call (default auto: two "
+                             "for calls of >= 256K multiply-adds)")
+    parser.add_argument("--bandwidth-mib", type=int, default=512,
+                        help="MiB of the array whose sum measures the read bandwidth (default 512)")
     parser.add_argument("--json", dest="json_path", help="write the figures as JSON here")
     parser.add_argument("--backend", default="numpy", help="emulator array back end: numpy (default) or torch")
     parser.add_argument("--device", default="auto",
@@ -208,6 +260,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeat < 5:
         parser.error("--repeat: at least 5 timed passes")
+    if args.bandwidth_mib < 1:
+        parser.error("--bandwidth-mib: at least 1")
     if args.native_after and args.alternate:
         parser.error("--native-after: the emulated and native passes cannot alternate when never resident together")
 
@@ -232,6 +286,10 @@ def main() -> int:
 
     threads = blas_threads()
     torch.set_num_threads(threads)
+    if args.kernel_threads != "auto":
+        from ktir_models.ktir.backends import seqmm
+
+        seqmm.set_threads(int(args.kernel_threads))
 
     spec = resolve_model(args.model)
     program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
@@ -251,13 +309,14 @@ def main() -> int:
     runner.marshal(ckpt)
     inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
     warm: list[float] = []
-    emulate = lambda: runner.run(inputs)  # noqa: E731
+    emulate = lambda: runner.run(inputs, last_token=args.last_token)  # noqa: E731
     if args.alternate:
         time_passes(emulate, 0, max(1, args.warmup), warm)
     else:
         emulated = time_passes(emulate, args.repeat, max(1, args.warmup), warm)
     emulator_rss = peak_rss_bytes()  # before the native model exists: the emulator's own peak
     logits = runner.passes[-1].result
+    weight_bytes = runner.weight_bytes
     matmul = runner.machine.matmul_order()
     timings = runner.timings
     if args.native_after:
@@ -290,6 +349,8 @@ def main() -> int:
 
     emulated_ms = 1e3 * statistics.median(emulated)
     native_ms = 1e3 * statistics.median(native)
+    bandwidth = read_bandwidth(args.bandwidth_mib, threads)  # after the passes, not beside them
+    floor = floor_figures(weight_bytes, bandwidth, emulated_ms, native_ms)
     native_1t_ms = 1e3 * statistics.median(native_1t) if native_1t else None
     compile_s = timings.parse + timings.compile
     figures = {
@@ -307,6 +368,8 @@ def main() -> int:
         "matmul": matmul,
         "repeat": args.repeat,
         "alternate": args.alternate,
+        "last_token": args.last_token,
+        "kernel_threads": args.kernel_threads,
         "native_dtype": args.native_dtype,
         "native_after": args.native_after,
         "emulated_ms": emulated_ms,
@@ -320,19 +383,21 @@ def main() -> int:
         "peak_rss_bytes": peak_rss_bytes(),
         "emulator_peak_rss_bytes": emulator_rss,
         "f16_weight_bytes": spec.config.f16_weight_bytes,
+        **floor,
         "emulated_all_ms": [1e3 * s for s in emulated],
         "emulated_warmup_ms": [1e3 * s for s in warm],
         "native_all_ms": [1e3 * s for s in native],
         "native_1thread_all_ms": [1e3 * s for s in native_1t],
         "logits_finite": bool(np.isfinite(logits).all()),
-        "agreement": agreement(logits, timed_native.state["logits"]),
+        # --last-token: the emulated row against the native pass's last row
+        "agreement": agreement(logits, timed_native.state["logits"][..., -logits.shape[0]:, :]),
         "native_loaded_rss_anon_gib": native_resident[0],
         "native_loaded_rss_file_gib": native_resident[1],
     }
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
           f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
     print(f"backend        {backend.describe()} (emulator); native transformers on the cpu")
-    print(f"matmul         {figures['matmul']}")
+    print(f"matmul         {figures['matmul']}; kernel threads {args.kernel_threads}")
     print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat}; warm-up "
           f"passes {', '.join(f'{1e3 * s:.0f}' for s in warm)} ms)"
@@ -343,6 +408,12 @@ def main() -> int:
     if native_1t_ms is not None:
         print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
               f"ratio {figures['ratio_1thread']:.2f}")
+    print(f"bandwidth      {floor['read_bandwidth_gbs']:9.2f} GB/s read (sum over "
+          f"{args.bandwidth_mib} MiB, {threads} threads, best of 5)")
+    print(f"floor          {floor['floor_ms']:9.2f} ms  ({weight_bytes / 1e6:.1f} MB of f16 "
+          f"weights "
+          f"read once); emulated at {100 * floor['emulated_floor_fraction']:.1f} % of it, native "
+          f"{args.native_dtype} at {100 * floor['native_floor_fraction']:.1f} %")
     print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {timings.parse:.2f} s)")
     print(f"marshal        {timings.marshal:9.2f} s")
     print(f"peak RSS       {emulator_rss / GIB:9.2f} GiB emulator (f16 weights "

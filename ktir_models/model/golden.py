@@ -92,8 +92,10 @@ class Metrics:
         )
 
 
-def compare(logits, golden) -> Metrics:
+def compare(logits, golden, last_token: bool = False) -> Metrics:
     """Metrics of ``logits`` against ``golden``, both ``[m, vocab]`` (any float dtype).
+    ``last_token``: ``logits`` is the last row of a pass only (``Runner.run(...,
+    last_token=True)``), judged against the golden's last row.
 
     NaN/Inf in ``logits`` are not hidden: they give NaN/Inf distances and a NaN cosine.
     """
@@ -103,6 +105,8 @@ def compare(logits, golden) -> Metrics:
         a = a[None, :]
     if g.ndim == 1:
         g = g[None, :]
+    if last_token:
+        g = g[-1:]
     if a.shape != g.shape:
         raise UserError(f"logits have shape {list(a.shape)} but the golden has shape {list(g.shape)}")
     # A row holding NaN/Inf never agrees (argmax would just pick the first NaN). Goldens are

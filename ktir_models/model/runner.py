@@ -9,7 +9,9 @@ Life cycle (each step once, passes many times):
 2. :meth:`Runner.marshal` streams the checkpoint's weights into HBM, one tensor at a time, and
    allocates every other tensor (activations, per-pass inputs, the mask) once. Weights stay resident.
 3. :meth:`Runner.run` writes one pass's inputs into their resident buffers, runs the nodes in
-   manifest order, and returns a copy of the result tensor with per-node timings.
+   manifest order, and returns a copy of the result tensor with per-node timings. With
+   ``last_token=True`` it returns the result's last row only, the lm_head computed for that row
+   alone where the program allows it (``last_token.py``); the default computes every row.
 
 Invariants: a tensor id maps to exactly one HBM buffer for the runner's whole life; weights are
 never written after marshalling; activations are overwritten by the node that produces them before
@@ -101,6 +103,8 @@ class Runner:
         self._node_args: list[dict[str, int]] = []
         self._input_ids = input_tensor_ids(manifest)
         self.hbm_bytes = 0
+        self.weight_bytes = 0  # the f16 weight bytes in HBM: what one pass reads of weights
+        self._last_row: Any = None  # the one-row lm_head (last_token.LastRowHead), built once
         self.passes: list[PassResult] = []
 
     # ------------------------------------------------------------------ phase 1: parse + compile
@@ -133,6 +137,7 @@ class Runner:
             buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}")
             self._buffers[src.id] = buf
             self.hbm_bytes += array.nbytes
+            self.weight_bytes += array.nbytes
         for t in self.manifest.tensors:
             if t.id in self._buffers:
                 continue
@@ -143,8 +148,11 @@ class Runner:
 
     # ------------------------------------------------------------------ phase 3: passes
 
-    def run(self, inputs: dict[int, np.ndarray]) -> PassResult:
-        """One pass: write ``inputs`` (every per-pass input tensor) and run the nodes in order."""
+    def run(self, inputs: dict[int, np.ndarray], last_token: bool = False) -> PassResult:
+        """One pass: write ``inputs`` (every per-pass input tensor) and run the nodes in order.
+        ``last_token``: the result is its last row only (``[1, cols]``), bit for bit the last row
+        of the all-rows result; the lm_head then computes that row alone where
+        :func:`last_token.last_row_head` allows (its ``reason`` says why not)."""
         if self.program is None or not self._buffers:
             raise RuntimeError("Runner.run before load() and marshal()")
         if not self._node_args:
@@ -156,6 +164,8 @@ class Runner:
             self._buffers[tid].write(np.asarray(inputs[tid], dtype=np.float16))
 
         nodes = self.manifest.nodes
+        head = self.last_row_head() if last_token else None
+        one_row = head is not None and head.plan is not None
         times = [0.0] * len(nodes)
         nonfinite: NonFinite | None = None
         progress = _progress(len(nodes), self.show_progress)
@@ -164,20 +174,27 @@ class Runner:
             for i, (node, plan) in enumerate(zip(nodes, self._plans)):
                 t0 = time.perf_counter()
                 try:
-                    plan.run(self._node_args[i])
+                    if one_row and i == head.node:
+                        head.x.write(self._buffers[head.source].read()[-1:])
+                        head.plan.run(head.args)
+                    else:
+                        plan.run(self._node_args[i])
                     _synchronize(self.machine.backend)
                 except UserError as exc:
                     raise UserError(f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
                 times[i] = time.perf_counter() - t0
                 if nonfinite is None:
-                    nonfinite = self._first_nonfinite(i)
+                    own = head.out if one_row and i == head.node else None
+                    nonfinite = self._first_nonfinite(i, own)
                 if progress is not None:
                     progress.update(1)
         finally:
             if progress is not None:
                 progress.close()
         total = time.perf_counter() - start
-        result = self._buffers[self.manifest.result].read()
+        result = (head.out if one_row else self._buffers[self.manifest.result]).read()
+        if last_token and not one_row:
+            result = result[-1:]
         self.timings.execute.append(total)
         outcome = PassResult(result=result, node_seconds=times, seconds=total, nonfinite=nonfinite)
         self.passes.append(outcome)
@@ -188,14 +205,25 @@ class Runner:
         emulator's tracking of which bytes were written)."""
         return self._buffers[tensor_id].read()
 
-    def _first_nonfinite(self, i: int) -> NonFinite | None:
+    def last_row_head(self) -> Any:
+        """The one-row lm_head of this program on this machine (``last_token.LastRowHead``),
+        built at the first call and kept."""
+        if self._last_row is None:
+            from .last_token import last_row_head
+
+            self._last_row = last_row_head(self.manifest, self.machine, self._buffers)
+        return self._last_row
+
+    def _first_nonfinite(self, i: int, last_row: Any = None) -> NonFinite | None:
         """NaN/Inf in node ``i``'s outputs. Checked where the bytes live (one boolean crosses
-        from a device per output); only a tensor that holds one is read to locate it."""
+        from a device per output); only a tensor that holds one is read to locate it.
+        ``last_row``: the one-row buffer node ``i`` wrote instead of its output (last-token
+        pass); a non-finite element there is reported in the output's last row."""
         node = self.manifest.nodes[i]
         for a in node.args:
             if not a.is_output:
                 continue
-            buf = self._buffers[a.tensor]
+            buf = self._buffers[a.tensor] if last_row is None else last_row
             if buf.all_finite():
                 continue
             data = buf.read()
@@ -203,7 +231,8 @@ class Runner:
             if bad.any():
                 flat = int(np.flatnonzero(bad)[0])
                 cols = data.shape[-1]
-                return NonFinite(i, node.fn, a.tensor, int(bad.sum()), (flat // cols, flat % cols))
+                row = flat // cols if last_row is None else self.manifest.tensor(a.tensor).rows - 1
+                return NonFinite(i, node.fn, a.tensor, int(bad.sum()), (row, flat % cols))
         return None
 
     # ------------------------------------------------------------------ reporting helpers

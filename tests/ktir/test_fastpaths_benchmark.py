@@ -25,7 +25,7 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
     command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(model),
                "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-decode"), "--weights", str(model),
-               "--repeat", "5", "--json", str(out)]
+               "--repeat", "5", "--bandwidth-mib", "64", "--json", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ratio" in done.stdout and "native f32" in done.stdout
@@ -50,11 +50,49 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     assert "agreement      top-1 1/1" in done.stdout
     assert figures["native_loaded_rss_anon_gib"] >= 0 and figures["native_loaded_rss_file_gib"] >= 0
     assert (figures["mode"], figures["tokens"], figures["nodes"]) == ("decode", 1, 24)
+    # the memory floor: the weights' f16 bytes (every weight source of the manifest) over the
+    # bandwidth measured in the same run, and each side's fraction of it
+    manifest_file = REPO_ROOT / "fixtures" / "tiny-mha-decode" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    shapes = {t["id"]: t["rows"] * t["cols"] for t in manifest["tensors"]}
+    weights = sum(2 * shapes[s["id"]] for s in manifest["sources"] if s["role"] == "weight")
+    assert figures["weight_bytes_read"] == weights
+    assert figures["read_bandwidth_gbs"] > 0
+    floor_ms = 1e3 * weights / (1e9 * figures["read_bandwidth_gbs"])
+    assert figures["floor_ms"] == pytest.approx(floor_ms)
+    assert figures["emulated_floor_fraction"] == pytest.approx(floor_ms / figures["emulated_ms"])
+    assert figures["native_floor_fraction"] == pytest.approx(floor_ms / figures["native_ms"])
+    assert figures["last_token"] is False
+    assert f"floor          {figures['floor_ms']:9.2f} ms" in done.stdout
+    assert f"emulated at {100 * figures['emulated_floor_fraction']:.1f} %" in done.stdout
+    assert "GB/s read (sum over 64 MiB" in done.stdout
     from ktir_models.ktir.backends import seqmm
 
     # which f32 summation order the emulated side used (it decides the last bits and the speed)
     assert figures["matmul"].startswith("native" if seqmm.available() else "numpy (cpu) BLAS")
-    assert f"matmul         {figures['matmul']}" in done.stdout
+    assert f"matmul         {figures['matmul']}; kernel threads auto" in done.stdout
+    assert figures["kernel_threads"] == "auto"
+
+
+@pytest.mark.slow
+def test_forward_benchmark_last_token_and_one_kernel_thread(tmp_path):
+    """--last-token: the emulated logits are the prefill's last row, compared with the native
+    pass's last row; --kernel-threads 1 is recorded."""
+    out = tmp_path / "bench.json"
+    model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "forward.py"), str(model),
+               "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-prefill7"),
+               "--weights", str(model),
+               "--repeat", "5", "--bandwidth-mib", "16", "--skip-one-thread", "--last-token",
+               "--kernel-threads", "1", "--json", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(out.read_text())
+    assert figures["last_token"] is True and figures["kernel_threads"] == "1"
+    assert (figures["mode"], figures["tokens"]) == ("prefill", 7)
+    agree = figures["agreement"]
+    assert agree["rows"] == 1 and agree["top1"] == 1 and agree["max_rel"] < 2**-6
+    assert "kernel threads 1" in done.stdout
 
 
 def test_forward_benchmark_rejects_fewer_than_five_passes():

@@ -325,6 +325,54 @@ def test_kernel_threads_do_not_change_bits(path):
 
 
 @needs_native
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_kernel_two_threads_same_bits_every_dtype_pair(path, transpose_b):
+    """1 and 2 threads on every (part, acc) dtype pair, with and without an accumulator, on a
+    decode GEMV ([1 x 576] @ 576 x 1536: columns split between the threads) and a prefill GEMM
+    over several cores: the same bits as the reference (the threads split columns, never k)."""
+    rng = np.random.default_rng(12)
+    for (C, M, N, trips, kb), part, accd, with_acc in itertools.product(
+            [(1, 1, 1536, 9, 64), (3, 32, 200, 2, 72)], (F16, F32), (F16, F32), (False, True)):
+        a, b = operands(rng, C, M, N, trips, kb, transpose_b)
+        acc = accumulator(rng, C, M, N, accd) if with_acc else None
+        kw = dict(trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=part, acc_dtype=accd)
+        one = check(a, b, acc, threads=1, **kw)
+        assert_same_bits(check(a, b, acc, threads=2, **kw), one)
+
+
+@needs_native
+def test_set_threads_fixes_the_count_of_calls_that_do_not_choose(monkeypatch):
+    """The size rule, and set_threads overriding it for every call without ``threads`` (the
+    count reaches the kernel: a cached call made under the rule is not reused)."""
+    monkeypatch.setattr(seqmm, "_DEFAULT_THREADS", 2)
+    assert seqmm.default_threads(seqmm._BIG_PROBLEM) == 2
+    assert seqmm.default_threads(seqmm._BIG_PROBLEM - 1) == 1
+    rng = np.random.default_rng(13)
+    a, b = operands(rng, 1, 1, 64, 1, 64, True)  # 4096 multiply-adds: one thread by the rule
+    kw = dict(trips=1, kb=64, transpose_b=True, part_dtype=F32, acc_dtype=F16)
+    want = seqmm.kloop(a, b, None, **kw)
+    seen = []
+    real_run = seqmm._run
+    def counting_run(lib, call, *arrays):  # call.rest[9]: the thread count given to the kernel
+        seen.append(call.rest[9])
+        return real_run(lib, call, *arrays)
+
+    monkeypatch.setattr(seqmm, "_run", counting_run)
+    try:
+        seqmm.set_threads(2)
+        assert seqmm.default_threads(1) == 2
+        assert_same_bits(seqmm.kloop(a, b, None, **kw), want)
+        seqmm.set_threads(None)
+        assert_same_bits(seqmm.kloop(a, b, None, **kw), want)
+    finally:
+        seqmm.set_threads(None)
+    assert seen == [2, 1]
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="set_threads"):
+            seqmm.set_threads(bad)
+
+
+@needs_native
 def test_kernel_pool_with_changing_thread_counts():
     """The worker pool grows to the largest thread count seen; later calls with fewer threads
     leave workers idle. Alternating counts must never run a part twice or return early (a

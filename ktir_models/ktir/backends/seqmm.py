@@ -32,6 +32,12 @@ the CPU has FP16 (tests cover each path);
 ``KTIR_MODELS_CACHE`` (default ``~/.cache/ktir-models``) holds the built library under ``native/``
 (verified against its recorded sha256 before it is loaded);
 ``CC`` names the compiler (else ``cc``, ``gcc``, ``clang`` are tried).
+
+Threads (:func:`default_threads`): a call of at least ``_BIG_PROBLEM`` multiply-adds is shared
+between two threads (both cores stream weights), a smaller one runs on the caller's thread. The
+threads split the (c, n) columns into work items, never k, so the count never changes a bit;
+:func:`set_threads` fixes the count for every call that does not pass ``threads`` (to measure
+what the second core buys, and to test that whole forwards keep their bits).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ _DEFAULT_THREADS = min(2, os.cpu_count() or 1)  # os.cpu_count() costs ~15 us: a
 _BIG_PROBLEM = 1 << 18
 _NATIVE_FOLDER = "native"  # below the cache root
 _LIBRARY = "libseqmm.dylib" if sys.platform == "darwin" else "libseqmm.so"
+_fixed_threads: int | None = None  # set_threads: every call without ``threads`` uses this count
 
 
 @dataclass(frozen=True)
@@ -331,6 +338,25 @@ def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.
     return out
 
 
+def default_threads(macs: int) -> int:
+    """Threads for a call of ``macs`` multiply-adds that does not choose: the count given to
+    :func:`set_threads`, else two (where the CPU has two) from ``_BIG_PROBLEM`` on, else one."""
+    if _fixed_threads is not None:
+        return _fixed_threads
+    return _DEFAULT_THREADS if macs >= _BIG_PROBLEM else 1
+
+
+def set_threads(threads: int | None) -> None:
+    """Every later call without ``threads`` runs on ``threads`` threads (None: the size rule of
+    :func:`default_threads`). The results are the same bits whatever the count."""
+    global _fixed_threads
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"seqmm.set_threads: expected a positive int or None, got {threads!r}")
+    _fixed_threads = threads
+    _CALLS.clear()  # the cached calls hold the count chosen when they were first seen
+
+
 def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_dtype,
           threads: int | None = None) -> np.ndarray:
     """The native kernel: same arguments and the same bits as :func:`kloop_reference`.
@@ -339,8 +365,8 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     ``transpose_b``), both with any strides (stride 0 over C shares an operand between cores, and
     so does a leading dim of 1: it broadcasts like numpy's, without a view being made);
     ``acc`` is None or [C, M, N] (or [1, M, N]) of ``acc_dtype``. Returns a new C-contiguous [C, M, N] array of
-    ``acc_dtype``; the inputs are never written. ``threads`` (None: up to 2 for problems of at
-    least ~256K multiply-adds, else 1) never changes the result: threads split (c, n) ranges, never
+    ``acc_dtype``; the inputs are never written. ``threads`` (None: :func:`default_threads`)
+    never changes the result: threads split (c, n) ranges, never
     k. Raises RuntimeError when :func:`available` is False."""
     loaded = _loaded if _loaded is not None else _library()
     lib = loaded.lib
@@ -385,7 +411,7 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     if b.shape[0] != C:
         sb = (0,) + sb[1:]
     if threads is None:
-        threads = _DEFAULT_THREADS if C * M * N * K >= _BIG_PROBLEM else 1
+        threads = default_threads(C * M * N * K)
     threads = max(1, min(int(threads), C * N))
     call = _Call((C, M, N), acc_dtype, sa, sb[:2],
                  (C, M, N, trips, kb, int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),

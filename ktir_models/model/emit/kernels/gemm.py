@@ -22,7 +22,7 @@ A value of 1.0 emits no op. Still one rounding, at the store.
 from __future__ import annotations
 
 from ..ktir_text import Kernel, KernelText, Val, View
-from ..tiling import plan_gemm
+from ..tiling import plan_gemm, row_blocks
 from .rows import RowBase
 
 EPILOGUES = ("none", "residual", "silu_mul", "bias")
@@ -44,20 +44,24 @@ def gemm_kernel(
     bias: str | None = None,
     multiplier: float = 1.0,
     divisor: float = 1.0,
+    plan_rows: int | None = None,
 ) -> KernelText:
     """A GEMM kernel.
 
     ``x`` is ``[m, k]``; each weight ``[n, k]``; the output view has ``out_rows`` rows (default m)
     and rows ``out_base + i`` receive row i (that is how K/V projections write into a cache);
-    ``bias`` (epilogue ``"bias"``) is ``[n]``.
+    ``bias`` (epilogue ``"bias"``) is ``[n]``. ``plan_rows`` (default m): the rows the column
+    chunks and the K block are planned for. A kernel over fewer rows planned for the rows of
+    another computes each of its rows with that kernel's K blocks, so in that kernel's f16
+    roundings (the last-token lm_head, ``model/last_token.py``).
     """
     assert epilogue in EPILOGUES, epilogue
     assert (epilogue == "silu_mul") == (len(weights) == 2) and 1 <= len(weights) <= 2, (epilogue, weights)
     assert (epilogue == "residual") == (residual is not None), (epilogue, residual)
     assert (epilogue == "bias") == (bias is not None), (epilogue, bias)
     assert epilogue != "silu_mul" or (multiplier == 1.0 and divisor == 1.0), "scalars on gate/up"
-    plan = plan_gemm(m, k, n, weights=len(weights), epilogue=epilogue,
-                     scalars=int(multiplier != 1.0) + int(divisor != 1.0))
+    plan = plan_gemm(m if plan_rows is None else plan_rows, k, n, weights=len(weights),
+                     epilogue=epilogue, scalars=int(multiplier != 1.0) + int(divisor != 1.0))
     cols = plan.cols
     extra = [residual] if residual else ([bias] if bias else [])
     args = [x, *weights, *extra, out, *out_base.args()]
@@ -72,7 +76,7 @@ def gemm_kernel(
     groups = [(cols.size, cols.full, 0)]
     if cols.tail:
         groups.append((cols.tail, 1, cols.full * cols.size))
-    for r0, mb in plan.rows:
+    for r0, mb in row_blocks(m):  # plan.rows when plan_rows is m
         for size, count, col_offset in groups:
             j, _, _ = kt.for_begin(core, kt.index(count), kt.index(cols.grid))
             n0 = kt.offset(j, size, col_offset)

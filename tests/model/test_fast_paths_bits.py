@@ -1,0 +1,52 @@
+"""The fast paths give the plain path's logits bits on the fixtures, on every back end.
+
+Fast paths: the native kernel's calls shared between two threads (``seqmm.set_threads(2)``
+forces every call, small ones included, onto two threads; the plain path is one thread), and the
+last-token lm_head (its row against the all-rows pass's last row). On a back end that sums
+matmuls on BLAS (numpy without the kernel, torch) the kernel's threads do not apply, and the
+test shows that the pass is still the same bits whatever the setting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixture_runs import FIXTURES, bits, prepared
+from ktir_models.ktir.backends import seqmm
+
+PROGRAMS = [("tiny-mha-decode", "tiny-mha"), ("tiny-mha-prefill7", "tiny-mha"),
+            ("tiny-gqa4-llama3-prefill32", "tiny-gqa4-llama3")]
+BACKENDS = {"numpy-native": {"native_matmul": True}, "numpy-blas": {"native_matmul": False},
+            "torch": {"backend": "torch", "device": "cpu"}}
+
+
+@pytest.fixture
+def threads():
+    """seqmm.set_threads for the test; the size rule again afterwards."""
+    yield seqmm.set_threads
+    seqmm.set_threads(None)
+
+
+def passes(program, model, machine, count: int, last_token: bool = False) -> list[np.ndarray]:
+    """``count`` passes of one fresh runner (the later ones run its batched forms and tapes)."""
+    runner, inputs, _ = prepared(FIXTURES / program, model, **machine)
+    return [runner.run(inputs, last_token=last_token).result for _ in range(count)]
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("program, model", PROGRAMS)
+def test_two_kernel_threads_and_last_token_keep_the_bits(threads, backend, program, model):
+    machine = BACKENDS[backend]
+    if backend == "torch":
+        pytest.importorskip("torch")
+    if backend == "numpy-native" and not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    threads(1)
+    plain = passes(program, model, machine, 4)
+    threads(2)
+    fast = passes(program, model, machine, 4)
+    last = passes(program, model, machine, 4, last_token=True)
+    for result in plain[1:] + fast:  # every pass (plain, batched forms, tapes) the same bits
+        np.testing.assert_array_equal(bits(result), bits(plain[0]))
+    for result in last:
+        np.testing.assert_array_equal(bits(result), bits(plain[0][-1:]))
