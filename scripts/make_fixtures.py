@@ -37,7 +37,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="rebuild fixtures that already exist")
     parser.add_argument("--programs", action="store_true",
-                        help="re-emit the programs of existing fixtures, keeping goldens and inputs")
+                        help="re-emit the programs of existing fixtures, keep goldens and inputs")
     args = parser.parse_args()
     if args.programs:
         for fx in FIXTURE_PASSES:

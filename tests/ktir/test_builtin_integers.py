@@ -46,7 +46,8 @@ def reference(name: str, a: int, b: int, bits: int) -> int:
         "divui": lambda: ua // ub, "remui": lambda: ua % ub, "ceildivui": lambda: ceil_div(ua, ub),
         "andi": lambda: sa & sb, "ori": lambda: sa | sb, "xori": lambda: sa ^ sb,
         "minsi": lambda: min(sa, sb), "maxsi": lambda: max(sa, sb),
-        "minui": lambda: as_signed(min(ua, ub), bits), "maxui": lambda: as_signed(max(ua, ub), bits),
+        "minui": lambda: as_signed(min(ua, ub), bits),
+        "maxui": lambda: as_signed(max(ua, ub), bits),
         "shli": lambda: 0 if ub >= bits else sa << ub,
         "shrsi": lambda: sa >> min(ub, bits - 1),
         "shrui": lambda: 0 if ub >= bits else ua >> ub,
@@ -296,7 +297,11 @@ def test_si32_index_memref_drives_an_indirect_tile():
   func.func @k(%idx: index, %src: index, %dst: index) attributes {grid = [1]} {
     %c0 = arith.constant 0 : index
 """ + view("vi", "idx", (4,), "si32") + view("vs", "src", (8, 4), "f16") + \
-        view("vd", "dst", (4, 4), "f16") + """    %g = ktdp.construct_indirect_access_tile intermediate_variables(%i, %j) %vs[ind(%vi[%i]), (%j)] {variables_space_order = affine_map<(d0, d1) -> (d0, d1)>, variables_space_set = affine_set<(d0, d1) : (d0 >= 0, -d0 + 3 >= 0, d1 >= 0, -d1 + 3 >= 0)>} : memref<8x4xf16>, memref<4xsi32> -> !ktdp.access_tile<4x4xindex>
+        view("vd", "dst", (4, 4), "f16") + """    %g = ktdp.construct_indirect_access_tile
+        intermediate_variables(%i, %j) %vs[ind(%vi[%i]), (%j)] {
+        variables_space_order = affine_map<(d0, d1) -> (d0, d1)>,
+        variables_space_set = affine_set<(d0, d1) : (d0 >= 0, -d0 + 3 >= 0, d1 >= 0, -d1 + 3 >= 0)>}
+        : memref<8x4xf16>, memref<4xsi32> -> !ktdp.access_tile<4x4xindex>
     %x = ktdp.load %g : !ktdp.access_tile<4x4xindex> -> tensor<4x4xf16>
 """ + tile("td", "vd", (4, 4), (4, 4), "%c0, %c0") + store("x", "td", (4, 4)) + \
         "    return\n  }\n}\n"
@@ -315,3 +320,45 @@ def test_types_print_back_as_written():
     for elem in ("si8", "si16", "si32", "si64", "ui8", "ui16", "ui32", "ui64"):
         fn = program("%a: index", view("va", "a", (2,), elem))
         assert str(fn.body.block.ops[-2].result.type) == f"memref<{ty((2,), elem)}>"
+
+
+@pytest.mark.parametrize("op", ["divui", "remui", "shrui", "maxui", "divsi", "addi", "ceildivsi",
+                                "cmpi ult", "cmpi slt"])
+def test_scalar_ops_on_a_grid_read_their_width(op):
+    """Each of 8 cores combines its own i32 scalars (a per-core value: the grid-batched plans
+    hold them stacked); the first run and the batched later runs give the reference's bits."""
+    G = 8
+    name, _, pred = op.partition(" ")
+    out_elem, dt = ("i1", np.bool_) if pred else ("i32", np.int32)
+    text_op = f"arith.{name} {pred + ', ' if pred else ''}%x, %y : i32"
+    body = (view("va", "a", (G,), "i32") + view("vb", "b", (G,), "i32")
+            + view("vo", "o", (G,), out_elem)
+            + "    %pid = ktdp.get_compute_tile_id : index\n"
+            + tile("ta", "va", (G,), (G,), "%c0", "i32")
+            + tile("tb", "vb", (G,), (G,), "%c0", "i32")
+            + tile("to", "vo", (G,), (1,), "%pid", out_elem)
+            + load("A", "ta", (G,), "i32") + load("B", "tb", (G,), "i32")
+            + "    %x = tensor.extract %A[%pid] : tensor<8xi32>\n"
+            + "    %y = tensor.extract %B[%pid] : tensor<8xi32>\n"
+            + f"    %r0 = {text_op}\n"
+            + f"    %r = tensor.from_elements %r0 : tensor<1x{out_elem}>\n"
+            + store("r", "to", (1,), out_elem))
+    fn = program("%a: index, %b: index, %o: index", body, grid=f"[{G}]")
+    a = [-1, -7, 2**31 - 1, -2**31, 100, -100, 5, 0]
+    b = [3, 2, 2, -1, 7, -7, 31, 9]
+    if name == "shrui":
+        b = [1, 4, 31, 0, 2, 3, 31, 5]
+    m = ktir.Machine()
+    ba = m.hbm.allocate_from(np.array(a, np.int32), name="a")
+    bb = m.hbm.allocate_from(np.array(b, np.int32), name="b")
+    bo = m.hbm.allocate_from(np.zeros(G, dt), name="o")
+    plan = m.compile(fn)
+    if pred:
+        want = np.array([cmp_reference(pred, x, y, 32) for x, y in zip(a, b)])
+    else:
+        want = np.array([reference(name, x, y, 32) for x, y in zip(a, b)], np.int32)
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            plan.run([ba.address, bb.address, bo.address])
+        np.testing.assert_array_equal(bo.read(), want)

@@ -167,7 +167,8 @@ def _elementwise_ok(b, op: Op) -> bool:
     if len(kinds) != 1:
         return False
     if op.name in ("arith.divui", "arith.divsi", "arith.floordivsi", "arith.ceildivsi",
-                   "arith.ceildivui", "arith.remui", "arith.remsi") and not isinstance(op.result.type, TensorType):
+                   "arith.ceildivui", "arith.remui", "arith.remsi") and \
+            not isinstance(op.result.type, TensorType):
         return not b.varies(op.operands[1])  # a varying divisor: check zero core by core
     return True
 
@@ -181,8 +182,8 @@ def stacked_elementwise(b, op, plain):
 registry.implements("stacked", *("arith." + n for n in (
     "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxf", "minf", "maxnumf",
     "minnumf", "addi", "subi", "muli", "divui", "divsi", "floordivsi", "ceildivsi", "ceildivui",
-    "remui", "remsi", "andi", "ori", "xori", "minsi", "maxsi", "minui", "maxui", "negf", "absf", "cmpf",
-    "cmpi", "extf", "truncf", "sitofp", "uitofp", "fptosi", "fptoui", "extsi", "extui", "trunci",
+    "remui", "remsi", "andi", "ori", "xori", "minsi", "maxsi", "minui", "maxui", "negf", "absf",
+    "cmpf", "cmpi", "extf", "truncf", "sitofp", "uitofp", "fptosi", "fptoui", "extsi", "extui", "trunci",
     "index_cast", "index_castui")))(stacked_elementwise)
 
 

@@ -43,10 +43,17 @@ def wrap(v: int, elem: str):
     return ((v + half) & ((1 << bits) - 1)) - half
 
 
+def _array(x, elem: str) -> np.ndarray:
+    """``x`` as an array of ``elem``'s storage type (a grid's stacked scalars may be int64)."""
+    x = np.asarray(x)
+    dt = ELEMENT_DTYPES[elem]
+    return x if x.dtype == dt else x.astype(dt)
+
+
 def signed(x, elem: str):
     """The signed reading of ``x`` (i1: true is -1)."""
     if _is_arr(x):
-        x = np.asarray(x)
+        x = _array(x, elem)
         return -x.astype(np.int8) if x.dtype == np.bool_ else x
     return -int(x) if elem == "i1" else int(x)
 
@@ -54,7 +61,7 @@ def signed(x, elem: str):
 def unsigned(x, elem: str):
     """The unsigned reading of ``x``: arrays viewed as the unsigned type of their width."""
     if _is_arr(x):
-        x = np.asarray(x)
+        x = _array(x, elem)
         return x.astype(np.uint8) if x.dtype == np.bool_ else x.view(_UNSIGNED[x.dtype.itemsize])
     return int(x) & ((1 << int_width(elem)) - 1)
 
@@ -152,8 +159,9 @@ def _read(x, how: str, elem: str):
         return signed(x, elem)
     if how == "u":
         return unsigned(x, elem)
-    if _is_arr(x) and np.asarray(x).dtype == np.bool_:
-        return np.asarray(x).astype(np.uint8)
+    if _is_arr(x):
+        x = _array(x, elem)
+        return x.astype(np.uint8) if x.dtype == np.bool_ else x
     return x
 
 
