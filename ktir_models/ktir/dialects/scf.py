@@ -433,9 +433,10 @@ def _condition(op: Op) -> None:
         got = op.operands[0].type if op.operands else "nothing"
         fail(f"scf.condition's condition must be i1, got {got}")
     types = op.attrs.get("types") or []
-    if types and len(types) != len(op.operands) - 1:
-        fail(f"scf.condition passes {len(op.operands) - 1} values but lists {len(types)} types")
-    for v, t in zip(op.operands[1:], types):
+    if types and len(types) != len(op.operands):
+        fail(f"scf.condition passes {len(op.operands) - 1} values but lists "
+             f"{len(types) - 1} types")
+    for v, t in zip(op.operands, types):
         if not compatible(v.type, t):
             fail(f"operand {v.name} has type {v.type}, but the op says {t}")
 
@@ -447,15 +448,16 @@ registry.set_part("cost", "scf.condition", "free")
 
 @registry.implements("syntax", "scf.condition")
 def parse_condition(p, op: Op):
-    """``scf.condition(%cond) [%v, ... : T, ...]``."""
+    """``scf.condition(%cond) [%v, ... : T, ...]``; ``types`` holds every operand's declared
+    type (the condition's i1 first), as the generic form lists them."""
     p.expect("(", "opening scf.condition's condition")
     op.operands = [p.operand()]
     p.expect(")", "closing scf.condition's condition")
-    op.attrs["types"] = []
+    op.attrs["types"] = [ScalarType("i1")]
     if p.kind() == "ssa":
         op.operands += p.operand_list()
         p.expect(":", "before the passed values' types")
-        op.attrs["types"] = p.type_list()
+        op.attrs["types"] += p.type_list()
     return []
 
 
