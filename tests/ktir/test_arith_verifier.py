@@ -22,10 +22,6 @@ def errors_of(body: str) -> list[str]:
     return [str(d) for d in info.value.diagnostics]
 
 
-def accepts(body: str) -> None:
-    ktir.verify(ktir.parse_text(HEAD + body + TAIL, "v.mlir"))
-
-
 def args(**types) -> str:
     """Function arguments of the given types, so the op under test is on a known line."""
     return ", ".join(f"%{n}: {t}" for n, t in types.items())
@@ -167,24 +163,29 @@ CONSTANT_ACCEPTED = [
 ]
 
 
-def run_constant(const: str, elem: str, dtype) -> np.ndarray:
-    """Store scalar constant ``const`` (of element type ``elem``) and read it back."""
+def stored(lines: str, elem: str, n: int, dtype) -> np.ndarray:
+    """Run ``lines`` (which define ``%t : tensor<n x elem>``) and read ``%t`` back from HBM."""
     text = (f"module {{\n  func.func @f(%o: index) attributes {{grid = [1]}} {{\n"
-            f"    %c0 = arith.constant 0 : index\n    %x = arith.constant {const}\n"
-            f"    %t = tensor.from_elements %x : tensor<1x{elem}>\n"
-            f"    %v = ktdp.construct_memory_view %o, sizes: [1], strides: [1] {{coordinate_set = "
-            f"affine_set<(d0) : (d0 >= 0, -d0 >= 0)>, memory_space = #ktdp.memory_space<global>}}"
-            f" : memref<1x{elem}>\n"
+            f"    %c0 = arith.constant 0 : index\n{lines}"
+            f"    %v = ktdp.construct_memory_view %o, sizes: [{n}], strides: [1] {{coordinate_set "
+            f"= affine_set<(d0) : (d0 >= 0, -d0 + {n - 1} >= 0)>, memory_space = "
+            f"#ktdp.memory_space<global>}} : memref<{n}x{elem}>\n"
             f"    %a = ktdp.construct_access_tile %v[%c0] {{access_tile_set = affine_set<(d0) : "
-            f"(d0 >= 0, -d0 >= 0)>, access_tile_order = affine_map<(d0) -> (d0)>}} : "
-            f"memref<1x{elem}> -> !ktdp.access_tile<1xindex>\n"
-            f"    ktdp.store %t, %a : tensor<1x{elem}>, !ktdp.access_tile<1xindex>\n" + TAIL)
+            f"(d0 >= 0, -d0 + {n - 1} >= 0)>, access_tile_order = affine_map<(d0) -> (d0)>}} : "
+            f"memref<{n}x{elem}> -> !ktdp.access_tile<{n}xindex>\n"
+            f"    ktdp.store %t, %a : tensor<{n}x{elem}>, !ktdp.access_tile<{n}xindex>\n" + TAIL)
     module = ktir.parse_text(text, "c.mlir")
     ktir.verify(module)
     m = ktir.Machine()
-    bo = m.hbm.allocate_from(np.zeros(1, dtype), name="o")
+    bo = m.hbm.allocate_from(np.zeros(n, dtype), name="o")
     m.compile(module.function("f")).run([bo.address])
     return bo.read()
+
+
+def run_constant(const: str, elem: str, dtype) -> np.ndarray:
+    """Store scalar constant ``const`` (of element type ``elem``) and read it back."""
+    return stored(f"    %x = arith.constant {const}\n"
+                  f"    %t = tensor.from_elements %x : tensor<1x{elem}>\n", elem, 1, dtype)
 
 
 @pytest.mark.parametrize("const,value", CONSTANT_ACCEPTED, ids=[c for c, _ in CONSTANT_ACCEPTED])
@@ -197,10 +198,18 @@ def test_constant_in_range_reads_as_its_n_bits(const, value):
     assert run_constant(const, elem, dtype)[0] == value
 
 
-def test_tensor_constants_of_signed_types_are_dense_values():
-    """MLIR refuses a scalar si32 constant but not a dense tensor of si32."""
-    accepts("    %x = arith.constant dense<[-5, 7]> : tensor<2xsi32>\n"
-            "    %y = arith.constant dense<255> : tensor<2xui8>\n")
+@pytest.mark.parametrize("const,dtype,want", [
+    ("dense<[-5, 7]> : tensor<2xsi32>", np.int32, [-5, 7]),
+    ("dense<255> : tensor<2xui8>", np.uint8, [255, 255]),
+    ("dense<[0, 18446744073709551615]> : tensor<2xui64>", np.uint64, [0, 2**64 - 1]),
+    ("dense<[255, -1]> : tensor<2xi8>", np.int8, [-1, -1]),
+])
+def test_tensor_constants_of_signed_and_unsigned_types_are_dense_values(const, dtype, want):
+    """MLIR refuses a scalar si32 constant but not a dense tensor of si32 or ui8; the values are
+    the type's (a ui8 255 stays 255, an i8 255 is the bits of -1)."""
+    elem = const.rsplit("x", 1)[1].rstrip(">")
+    got = stored(f"    %t = arith.constant {const}\n", elem, 2, dtype)
+    assert got.tolist() == want
 
 
 def test_float_literal_past_the_types_range_rounds_to_infinity_as_mlir_does():

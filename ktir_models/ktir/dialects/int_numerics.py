@@ -32,13 +32,15 @@ def _is_arr(x) -> bool:
 
 
 def wrap(v: int, elem: str):
-    """Python int ``v`` as a value of type ``elem``: the low N bits read as signed (i1: bool);
-    index is returned as it is."""
+    """Python int ``v`` as a value of type ``elem``: the low N bits read as signed (i1: bool;
+    an unsigned ``uiN``: read unsigned); index is returned as it is."""
     if elem == "index":
         return v
     bits = int_width(elem)
     if bits == 1:
         return bool(v & 1)
+    if elem.startswith("ui"):
+        return v & ((1 << bits) - 1)
     half = 1 << (bits - 1)
     return ((v + half) & ((1 << bits) - 1)) - half
 
