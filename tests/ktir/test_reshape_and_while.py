@@ -105,13 +105,13 @@ WHILE_BODY = """    %pid = ktdp.get_compute_tile_id : index
     load("x0", "ta", (1, 8), "f32") + """    %r:2 = scf.while (%k = %c0, %x = %x0)
         : (index, tensor<1x8xf32>) -> (index, tensor<1x8xf32>) {
       %go = arith.cmpi slt, %k, %limit : index
-      scf.condition(%go) %k, %x : index, tensor<1x8xf32>
+      %xp = arith.addf %x, %one : tensor<1x8xf32>
+      scf.condition(%go) %k, %xp : index, tensor<1x8xf32>
     } do {
     ^bb0(%k2: index, %x2: tensor<1x8xf32>):
       %k3 = arith.addi %k2, %c1 : index
       %y = arith.mulf %x2, %two : tensor<1x8xf32>
-      %x3 = arith.addf %y, %one : tensor<1x8xf32>
-      scf.yield %k3, %x3 : index, tensor<1x8xf32>
+      scf.yield %k3, %y : index, tensor<1x8xf32>
     }
 """ + store("r#1", "to", (1, 8), "f32")
 
@@ -121,15 +121,20 @@ def while_function(grid: int = 4) -> ktir.Function:
 
 
 def while_reference(a: np.ndarray, n: int) -> np.ndarray:
-    """Row p doubled-plus-one (in f32) p + n times: the loop runs while k < p + n."""
+    """Row p: the before region adds one (in f32) and passes the sum on; the after region
+    doubles it, while k < p + n; the result is the last value passed (with the false
+    condition), not the last before-region argument."""
     out = a.copy()
     for p in range(a.shape[0]):
         x = a[p].copy()
         k = 0
-        while k < p + n:
-            x = (x * np.float32(2) + np.float32(1)).astype(np.float32)
+        while True:
+            passed = x + np.float32(1)
+            if not k < p + n:
+                break
+            x = passed * np.float32(2)
             k += 1
-        out[p] = x
+        out[p] = passed
     return out
 
 
