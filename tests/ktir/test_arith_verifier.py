@@ -234,3 +234,14 @@ def test_cli_check_refuses_an_out_of_range_constant_with_exit_2(tmp_path, capsys
     assert f"k.mlir:{LINE}:5: error:" in err and "out of range" in err
     assert "Traceback" not in err
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("op,arg_types,expect", [
+    ("%r = math.exp %x : tensor<4xi32>", {"x": TI32}, "'math.exp' operand #0 must be float-like"),
+    ("%r = math.absi %x : f32", {"x": "f32"}, "'math.absi' operand #0 must be signless integer"),
+    ("%r = math.fma %x, %x, %x : i32", {"x": "i32"}, "'math.fma' operand #0 must be float-like"),
+    ("%r = math.exp %x : tensor<4xf16>", {"x": T16}, None),
+    ("%r = math.absi %x : i32", {"x": "i32"}, None),
+], ids=["exp-on-integers", "absi-on-floats", "fma-on-integers", "exp-f16", "absi-i32"])
+def test_math_operand_classes(op, arg_types, expect):
+    check_op(op, arg_types, expect)

@@ -1,4 +1,5 @@
-"""What MLIR's arith verifier accepts: each op's operand classes and each constant's range.
+"""What MLIR's arith (and math) verifier accepts: each op's operand classes and each constant's
+range.
 
 Operand classes (ArithOps.td): float ops (``addf``, ``cmpf``, ``negf``, ...) take float types;
 integer ops (``addi``, ``cmpi``, ``divsi``, ``shli``, ...) take signless integers or index (sign
@@ -6,7 +7,8 @@ lives in the op, so ``si32``/``ui32`` values are refused); casts state both side
 widens and ``truncf`` narrows a float, ``extsi``/``extui`` widen and ``trunci`` narrows a
 fixed-width signless integer, ``sitofp``/``uitofp`` go from such an integer to a float and
 ``fptosi``/``fptoui`` back, ``index_cast(ui)`` goes between index and a signless integer (one side
-each), ``bitcast`` keeps the bit width. A tensor's element type is what is checked.
+each), ``bitcast`` keeps the bit width. math's functions take floats, ``math.absi`` signless
+integers. A tensor's element type is what is checked.
 
 Constant ranges (MLIR's literal parser and ``arith.constant``'s verifier):
 
@@ -41,6 +43,10 @@ _INT_OPS = ("addi subi muli divui divsi floordivsi ceildivsi ceildivui remui rem
 _CLASSES: dict[str, tuple[str, str | None]] = {}
 _CLASSES.update({"arith." + n: (_FLOAT, None) for n in _FLOAT_OPS})
 _CLASSES.update({"arith." + n: (_INT, None) for n in _INT_OPS})
+_CLASSES.update({"math." + n: (_FLOAT, None) for n in (
+    "exp exp2 expm1 log log2 log10 log1p sqrt rsqrt tanh sin cos tan atan atan2 erf absf ceil "
+    "floor round powf fma cbrt").split()})
+_CLASSES["math.absi"] = (_FIXED, None)
 _CLASSES.update({
     "arith.extf": (_FLOAT, _FLOAT), "arith.truncf": (_FLOAT, _FLOAT),
     "arith.extsi": (_FIXED, _FIXED), "arith.extui": (_FIXED, _FIXED),
