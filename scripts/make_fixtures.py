@@ -2,7 +2,7 @@
 """(Re)build the vendored fixtures in fixtures/: tiny synthetic checkpoints, our emitted programs
 for them, and their goldens and runtime inputs (via scripts/gen_golden.py).
 
-    python scripts/make_fixtures.py [--force]
+    python scripts/make_fixtures.py [--force | --programs]
 
 Layout::
 
@@ -11,7 +11,10 @@ Layout::
 
 Run it after any change that alters emitted programs (``EMITTER_VERSION``): the test suite checks
 that the vendored programs equal a fresh emission and that they reproduce the vendored goldens.
-Existing fixtures are kept unless ``--force``.
+Existing fixtures are kept unless ``--force``. ``--programs`` re-emits only the programs
+(``manifest.json``, ``node*.mlir``) of existing fixtures and keeps their checkpoints, goldens and
+inputs byte for byte: a change of spelling must not move the goldens, which come from the
+reference model, not from the program.
 """
 
 from __future__ import annotations
@@ -33,7 +36,16 @@ from ktir_models.model.synthetic import write_synthetic  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="rebuild fixtures that already exist")
+    parser.add_argument("--programs", action="store_true",
+                        help="re-emit the programs of existing fixtures, keep goldens and inputs")
     args = parser.parse_args()
+    if args.programs:
+        for fx in FIXTURE_PASSES:
+            out = FIXTURES_DIR / fx.directory
+            emit_program(FIXTURE_MODELS[fx.model], fx.mode, fx.tokens, fx.past, out, fx.model,
+                         force=True)
+            print(f"re-emitted {out.relative_to(REPO)}")
+        return 0
 
     for name, cfg in FIXTURE_MODELS.items():
         model_dir = FIXTURES_DIR / "models" / name

@@ -25,11 +25,16 @@ from .errors import KtirError, Location
 
 DYNAMIC = None  # a `?` dimension
 
-# element type name -> numpy dtype; "index" is an exact Python int for scalars, int64 in tensors
+# element type name -> numpy dtype; "index" is an exact Python int for scalars, int64 in tensors.
+# Integers follow MLIR's builtin types: signless iN (stored as two's complement in the signed
+# numpy type of the same width; the op decides how the bits are read), signed siN and unsigned uiN.
 ELEMENT_DTYPES: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
     "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
     "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "index": np.dtype(np.int64),
+    "si8": np.dtype(np.int8), "si16": np.dtype(np.int16), "si32": np.dtype(np.int32),
+    "si64": np.dtype(np.int64), "ui8": np.dtype(np.uint8), "ui16": np.dtype(np.uint16),
+    "ui32": np.dtype(np.uint32), "ui64": np.dtype(np.uint64),
     "bf16": None,  # filled below when ml_dtypes is present
     # spyreop's types, held as bit patterns (dialects/spyreop/types.py, backends/df16.py)
     "!spyreop.df16": np.dtype(np.uint16), "!spyreop.df16_fused": np.dtype(np.uint32),
@@ -43,7 +48,19 @@ except Exception:  # pragma: no cover
     del ELEMENT_DTYPES["bf16"]
 
 FLOAT_TYPES = frozenset({"f16", "f32", "f64", "bf16"})
-INT_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64", "index"})
+#: signless integers of fixed width: what arith's integer ops take (with index)
+SIGNLESS_INT_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64"})
+SIGNED_INT_TYPES = frozenset({"si8", "si16", "si32", "si64"})
+UNSIGNED_INT_TYPES = frozenset({"ui8", "ui16", "ui32", "ui64"})
+#: every integer element type (storage in tensors, memrefs and views; index included)
+INT_TYPES = SIGNLESS_INT_TYPES | SIGNED_INT_TYPES | UNSIGNED_INT_TYPES | {"index"}
+
+
+def int_width(name: str) -> int:
+    """The bit width of integer type ``name`` (index: 64, the emulated target's)."""
+    if name == "index":
+        return 64
+    return int(name.lstrip("su")[1:])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -325,29 +325,7 @@ class _Parser:
         if fail is None:
             def fail(message: str):
                 self.fail(message, i)
-        head, _, body = text.partition("<")
-        parts = [p.strip() for p in body[:-1].split(",")]
-        name = parts[0]
-        core = None
-        for extra in parts[1:]:
-            key, eq, val = extra.partition("=")
-            key = key.strip()
-            if not eq or key not in ("ct_id", "core") or not val.strip().isdigit():
-                fail(f"bad memory space parameter '{extra}'")
-            core = int(val.strip())
-        if head == "#ktdp.memory_space":
-            kinds = {"global": "hbm", "ct_local": "lx"}
-        elif head == "#ktdp.spyre_memory_space":
-            kinds = {"HBM": "hbm", "LX": "lx", "L0": "lx", "unspecified": "hbm"}
-        else:
-            fail(f"unknown attribute '{head}'")
-        if name not in kinds:
-            fail(f"unknown memory space '{name}' (expected one of {', '.join(kinds)})")
-        if core is not None and kinds[name] != "lx":
-            # a core names whose scratchpad holds the data; HBM is shared by every core
-            fail(f"memory space '{name}' cannot name a core (core = {core}): core affinity "
-                 "belongs to a core's LX or L0 scratchpad only")
-        return MemorySpace(kinds[name], core)
+        return frontend_types.memory_space(text, fail)
 
     def enter(self, i: int, what: str = "regions and array attributes") -> None:
         """One more region, array attribute or type opens at token ``i`` (parse/bounds.py)."""

@@ -24,7 +24,8 @@ from .verify_rules import Bad as _Bad, Rule, compatible as _compatible, fail as 
 
 # terminators and the ops whose region they close
 _TERMINATOR_PARENTS = {
-    "scf.yield": ("scf.for", "scf.if"), "linalg.yield": ("linalg.reduce", "linalg.generic"),
+    "scf.yield": ("scf.for", "scf.if", "scf.while"), "scf.condition": ("scf.while",),
+    "linalg.yield": ("linalg.reduce", "linalg.generic"),
     "tensor.yield": ("tensor.generate",), "ktdp.yield_partial": ("ktdp.inter_tile_produce",),
     "scf.reduce": ("scf.parallel",), "scf.reduce.return": ("scf.reduce",),
     "ktdp.yield_reduced": ("ktdp.inter_tile_reduce",),

@@ -6,8 +6,10 @@ elementwise kinds and select, the stacked form.
 
 Numerics: an f16 op computes in f32 and rounds once to f16. numpy's float16 ufuncs do exactly that
 for + - * / and sqrt (f32 has enough precision that the double rounding is innocuous), so they are
-used directly. Integer/index arithmetic is exact; divsi/remsi truncate toward zero, floordivsi
-floors, ceildivsi rounds up.
+used directly. Integer ops follow MLIR's two's-complement rules on signless integers (sign lives
+in the op: divsi/divui, cmpi slt/ult, extsi/extui, ...), wrapping modulo 2^N; index scalars are
+exact. int_numerics.py holds those numerics; divsi/remsi truncate toward zero, floordivsi floors,
+ceildivsi/ceildivui round up.
 
 Every builder takes its run-time functions from the machine's array back end (``c.xp``, see
 ``backends/``) and folds compile-time constants with numpy (:data:`NP`).
@@ -26,10 +28,12 @@ from .. import registry
 from ..backends.capabilities import caps_of
 from ..backends.f16_convert import MIN_ELEMENTS, binop, convert
 from ..backends.numpy_backend import NumpyBackend
-from ..ir import DenseConstant, Op, ScalarType, TensorType
+from ..ir import DenseConstant, INT_TYPES, Op, ScalarType, TensorType
 from ..parse.numbers import hex_float
 from ..verify_rules import (Rule, check_declared_operands, compatible, declared, elem,
                             elementwise, fail, same_shape)
+from . import int_numerics as ints
+from .arith_types import check_constant, check_operand_classes
 
 F32 = np.dtype(np.float32)
 NP = NumpyBackend()  # compile-time folding always runs on the host
@@ -44,7 +48,7 @@ def dtype_of(t) -> np.dtype:
 
 
 def is_int_type(t) -> bool:
-    return elem_of(t) in ("index", "i1", "i8", "i16", "i32", "i64")
+    return elem_of(t) in INT_TYPES
 
 
 def to_scalar(value, t):
@@ -52,7 +56,7 @@ def to_scalar(value, t):
     name = t.name
     if name == "i1":
         return bool(value)
-    if name in ("index", "i8", "i16", "i32", "i64"):
+    if name in INT_TYPES:
         return int(value)
     return t.dtype.type(value)
 
@@ -72,13 +76,15 @@ def coerce(value, t, xp=NP):
 
 
 def literal_value(v, elem: str):
+    """A literal as a value of element type ``elem``: integers wrap to the type's N bits (the
+    verifier has checked the range, so this only reads ``255 : i8`` as -1); hexadecimal literals
+    of float types are bit patterns."""
     if isinstance(v, tuple) and v[0] == "hex":
         if elem in ("f16", "f32", "f64"):
             return hex_float(v[1], elem)
-        bits = v[1]
-        if elem in ("i32",) and bits >= 1 << 31:
-            bits -= 1 << 32
-        return bits
+        v = v[1]
+    if elem in INT_TYPES and not isinstance(v, float):
+        return ints.wrap(int(v), elem) if elem != "index" else int(v)
     return v
 
 
@@ -161,7 +167,8 @@ def _elementwise_ok(b, op: Op) -> bool:
     if len(kinds) != 1:
         return False
     if op.name in ("arith.divui", "arith.divsi", "arith.floordivsi", "arith.ceildivsi",
-                   "arith.remui", "arith.remsi") and not isinstance(op.result.type, TensorType):
+                   "arith.ceildivui", "arith.remui", "arith.remsi") and \
+            not isinstance(op.result.type, TensorType):
         return not b.varies(op.operands[1])  # a varying divisor: check zero core by core
     return True
 
@@ -174,9 +181,9 @@ def stacked_elementwise(b, op, plain):
 
 registry.implements("stacked", *("arith." + n for n in (
     "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxf", "minf", "maxnumf",
-    "minnumf", "addi", "subi", "muli", "divui", "divsi", "floordivsi", "ceildivsi", "remui",
-    "remsi", "andi", "ori", "xori", "minsi", "maxsi", "minui", "maxui", "negf", "absf", "cmpf",
-    "cmpi", "extf", "truncf", "sitofp", "uitofp", "fptosi", "fptoui", "extsi", "extui", "trunci",
+    "minnumf", "addi", "subi", "muli", "divui", "divsi", "floordivsi", "ceildivsi", "ceildivui",
+    "remui", "remsi", "andi", "ori", "xori", "minsi", "maxsi", "minui", "maxui", "negf", "absf",
+    "cmpf", "cmpi", "extf", "truncf", "sitofp", "uitofp", "fptosi", "fptoui", "extsi", "extui", "trunci",
     "index_cast", "index_castui")))(stacked_elementwise)
 
 
@@ -210,15 +217,7 @@ def _constant(op: Op) -> None:
             fail("a scalar constant cannot be a list")
     else:
         fail(f"constants of type {t} are not supported")
-    width = _INT_WIDTHS.get(getattr(t, "elem", getattr(t, "name", None)))
-    if width is not None:  # as MLIR's parser: an integer literal must fit the type's width
-        for x in v.values:
-            x = x[1] if isinstance(x, tuple) else x
-            if type(x) is int and not -(1 << width - 1) <= x < 1 << width:
-                fail(f"integer constant {x} does not fit in {width} bits ({t})")
-
-
-_INT_WIDTHS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "index": 64}
+    check_constant(t, v)
 
 
 registry.set_part("verify", "arith.constant", Rule((0, 0), (1, 1), ("value",), check=_constant))
@@ -255,70 +254,34 @@ def build_constant(c, op):
 
 # -- elementwise float and integer ops ------------------------------------------------------------
 
-# integer helpers that work on Python ints and numpy integer arrays
-
-def _divsi(a, b):
-    q = a // b
-    r = a - q * b
-    # floor -> trunc: bump the quotient when the remainder is non-zero and signs differ
-    adj = (r != 0) & ((a < 0) != (b < 0))
-    return q + adj if not isinstance(adj, bool) else (q + 1 if adj else q)
-
-
-def _remsi(a, b):
-    return a - _divsi(a, b) * b
-
-
-def _ceildiv(a, b):
-    return -((-a) // b)
-
-
-def _check_div(b):
-    if isinstance(b, int) and b == 0:
-        raise ZeroDivisionError("integer division by zero")
-    return b
-
-
-def _minmax(name: str):
-    """min/max of ints: the back end's elementwise function for arrays, Python's for ints."""
-    def of(xp):
-        arr_fn, py_fn = (xp.minimum, min) if name == "min" else (xp.maximum, max)
-        is_arr = xp.is_array
-
-        def fn(a, b):
-            return arr_fn(a, b) if is_arr(a) or is_arr(b) else py_fn(a, b)
-        return fn
-    return of
-
-
 def _same(fn):
-    """An integer op written with Python operators: the same for every back end."""
+    """An op written for Python values and numpy arrays: the same for every back end."""
     return lambda xp: fn
 
 
-# name -> (back end -> function). Python's operators mean the same on ints, numpy arrays and
-# torch tensors (// floors, % takes the divisor's sign), so most entries ignore the back end.
-INT_BINARY = {
-    "arith.addi": _same(lambda a, b: a + b),
-    "arith.subi": _same(lambda a, b: a - b),
-    "arith.muli": _same(lambda a, b: a * b),
-    "arith.divui": _same(lambda a, b: a // _check_div(b)),
-    "arith.divsi": _same(lambda a, b: _divsi(a, _check_div(b))),
-    "arith.floordivsi": _same(lambda a, b: a // _check_div(b)),
-    "arith.ceildivsi": _same(lambda a, b: _ceildiv(a, _check_div(b))),
-    "arith.remui": _same(lambda a, b: a % _check_div(b)),
-    "arith.remsi": _same(lambda a, b: _remsi(a, _check_div(b))),
-    "arith.andi": _same(lambda a, b: a & b),
-    "arith.ori": _same(lambda a, b: a | b),
-    "arith.xori": _same(lambda a, b: a ^ b),
-    "arith.shli": _same(lambda a, b: a << b),
-    "arith.shrsi": _same(lambda a, b: a >> b),
-    "arith.shrui": _same(lambda a, b: a >> b),
-    "arith.minsi": _minmax("min"),
-    "arith.maxsi": _minmax("max"),
-}
-INT_BINARY["arith.minui"] = INT_BINARY["arith.minsi"]
-INT_BINARY["arith.maxui"] = INT_BINARY["arith.maxsi"]
+def on_host(xp, fn):
+    """``fn`` (written for Python values and numpy arrays) for back end ``xp``: arrays of
+    another back end are computed on the host and handed back."""
+    if isinstance(xp, NumpyBackend):
+        return fn
+    is_arr, to_host, asarray = xp.is_array, xp.to_host, xp.asarray
+
+    def dev(*args):
+        if any(is_arr(a) for a in args):
+            return asarray(fn(*(to_host(a) if is_arr(a) else a for a in args)))
+        return fn(*args)
+    return dev
+
+
+def _int_of(name: str):
+    def of(xp, elem: str = "index"):
+        return on_host(xp, ints.binary(name, elem))
+    return of
+
+
+#: name -> ``of(xp, elem="index")`` -> ``fn(a, b)``: the integer ops on values of type ``elem``
+#: (int_numerics.py), run by back end ``xp``
+INT_BINARY = {name: _int_of(name) for name in ints.INT_OPS}
 
 # name -> back-end function name (numpy's)
 _FLOAT_BINARY = {
@@ -336,12 +299,19 @@ _FLOAT_BINARY = {
 }
 
 _ELEMENTWISE = ("addf subf mulf divf remf negf absf maximumf minimumf maxf minf maxnumf minnumf "
-                "addi subi muli divui divsi floordivsi ceildivsi remui remsi andi ori xori shli "
-                "shrsi shrui minsi maxsi minui maxui").split()
+                "addi subi muli divui divsi floordivsi ceildivsi ceildivui remui remsi andi ori "
+                "xori shli shrsi shrui minsi maxsi minui maxui").split()
+
+
+def _elementwise(op: Op) -> None:
+    check_operand_classes(op)
+    elementwise(op)
+
+
 for _n in _ELEMENTWISE:
     registry.set_part("syntax", "arith." + _n, h_simple)
     registry.set_part("verify", "arith." + _n,
-                      Rule((1 if _n in ("negf", "absf") else 2,) * 2, (1, 1), check=elementwise))
+                      Rule((1 if _n in ("negf", "absf") else 2,) * 2, (1, 1), check=_elementwise))
     # integer ops: evaluated (and free) on scalars by the latency walker, vector work on tensors
     registry.set_part("cost", "arith." + _n, "scalar" if "arith." + _n in INT_BINARY else "vector")
 
@@ -385,8 +355,11 @@ def build_float_binary(c, op):
 
 @registry.implements("build", *INT_BINARY)
 def build_int_binary(c, op):
-    fn_of = INT_BINARY[op.name]
     t = op.result.type
+    elem, of = elem_of(t), INT_BINARY[op.name]
+
+    def fn_of(xp):
+        return of(xp, elem)
     if isinstance(t, TensorType):
         dt = t.dtype
 
@@ -427,6 +400,7 @@ def _cmp(op: Op) -> None:
     if not compatible(a.type, b.type):
         fail(f"operands {a.name} ({a.type}) and {b.name} ({b.type}) differ in type")
     check_declared_operands(op)
+    check_operand_classes(op)
 
 
 for _n in ("arith.cmpi", "arith.cmpf"):
@@ -458,17 +432,14 @@ def _cmpf(pred: str, xp):
     return lambda a, b: cmp(a, b) | isnan(a) | isnan(b)
 
 
-_CMPI = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "slt": lambda a, b: a < b,
-         "sle": lambda a, b: a <= b, "sgt": lambda a, b: a > b, "sge": lambda a, b: a >= b,
-         "ult": lambda a, b: a < b, "ule": lambda a, b: a <= b, "ugt": lambda a, b: a > b,
-         "uge": lambda a, b: a >= b}
-
-
 @registry.implements("build", "arith.cmpi", "arith.cmpf")
 def build_cmp(c, op):
     pred = op.attrs["predicate"]
     if op.name == "arith.cmpi":
-        fn_of = _same(_CMPI[pred])
+        cmpi = ints.compare(pred, elem_of(op.operands[0].type))
+
+        def fn_of(xp):
+            return on_host(xp, cmpi)
     else:
         def fn_of(xp):
             return _cmpf(pred, xp)
@@ -491,6 +462,8 @@ def _select(op: Op) -> None:
     c, a, b = op.operands
     if elem(c.type) != "i1":
         fail(f"select condition {c.name} must be i1, got {c.type}")
+    if isinstance(c.type, TensorType) and not same_shape(c.type, op.results[0].type):
+        fail(f"select condition {c.name} of type {c.type} does not have the result's shape")
     rt = op.results[0].type
     for v in (a, b):
         if not compatible(v.type, rt):
@@ -552,6 +525,7 @@ def _cast(op: Op) -> None:
     if not same_shape(a.type, dst) or isinstance(a.type, TensorType) != isinstance(dst,
                                                                                    TensorType):
         fail(f"cast changes the shape: {a.type} to {dst}")
+    check_operand_classes(op)
 
 
 def _cast_fn(name: str, src, dst):
@@ -565,13 +539,15 @@ def _cast_fn(name: str, src, dst):
             return out if arr.ndim else to_scalar(out[()], dst) if dst_scalar else out
 
         return fn
-    if name in ("arith.fptosi", "arith.fptoui"):
+    se, de = elem_of(src), elem_of(dst)
+    if name in _INT_READS:
+        signed_read = name in ("arith.fptosi", "arith.sitofp", "arith.extsi",
+                               "arith.index_cast")
+
         def fn(x):
-            return np.trunc(np.asarray(x, dtype=np.float64)).astype(ddt)
-    elif name == "arith.trunci":
-        def fn(x):
-            return np.asarray(x).astype(np.int64).astype(ddt)
-    else:  # extf truncf sitofp uitofp index_cast(ui) extsi extui
+            with np.errstate(all="ignore"):
+                return _int_cast(name, np.asarray(x, dtype=sdt), se, de, ddt, signed_read)
+    else:  # extf truncf
         def fn(x):
             arr = np.asarray(x)
             fast = convert(arr, ddt)  # large f16 <-> f32: the native conversion, same bits
@@ -588,8 +564,29 @@ def _cast_fn(name: str, src, dst):
     return fn
 
 
+_INT_READS = ("arith.fptosi", "arith.fptoui", "arith.sitofp", "arith.uitofp", "arith.extsi",
+               "arith.extui", "arith.trunci", "arith.index_cast", "arith.index_castui")
+
+
+def _int_cast(name: str, x: np.ndarray, se: str, de: str, ddt, signed_read: bool):
+    """A cast that reads or writes integer bits (MLIR's semantics, int_numerics.py): the
+    source read signed or unsigned by the op, floats truncated toward zero, the result
+    wrapped to the destination's width (a float out of the integer range is poison in MLIR;
+    here it gives the wrap of numpy's conversion)."""
+    if name in ("arith.fptosi", "arith.fptoui"):
+        t = np.trunc(x.astype(np.float64))
+        wide = t.astype(np.int64) if name == "arith.fptosi" or de == "i1" else \
+            t.astype(np.uint64)
+        return ints.narrow(wide, de)
+    v = ints.signed(x, se) if signed_read else ints.unsigned(x, se)
+    if name in ("arith.sitofp", "arith.uitofp"):
+        return v.astype(ddt)
+    return ints.narrow(v, de)
+
+
 def _cast_of(name: str, src, dst):
-    """back end -> cast function: tensors of a non-numpy back end are cast there, everything
+    """back end -> cast function: float casts and bitcasts of a non-numpy back end's tensors
+    are done there; integer casts (their bit-level rules are written for numpy) and everything
     else (scalars, numpy arrays) by the numpy function above."""
     host = _cast_fn(name, src, dst)
     ddt = dst.dtype
@@ -597,15 +594,11 @@ def _cast_of(name: str, src, dst):
     def of(xp):
         if isinstance(xp, NumpyBackend):
             return host
+        if name in _INT_READS:
+            return on_host(xp, host)
         if name == "arith.bitcast":
             def dev(x):
                 return xp.view_as(x, ddt)
-        elif name in ("arith.fptosi", "arith.fptoui"):
-            def dev(x):  # trunc is exact in the source format
-                return xp.astype(xp.trunc(x), ddt)
-        elif name == "arith.trunci":
-            def dev(x):
-                return xp.astype(xp.astype(x, np.int64), ddt)
         else:
             def dev(x):
                 return xp.astype(x, ddt)
@@ -624,7 +617,7 @@ def build_cast(c, op):
     src = op.operands[0].type
     dst = op.attrs["to"]
     if isinstance(dst, ScalarType) and dst.name == "index" and isinstance(src, ScalarType) \
-            and src.name != "index" and op.name.startswith("arith.index_cast"):
+            and src.name not in ("index", "i1") and op.name == "arith.index_cast":
         def to_index_of(xp):
             return lambda x: xp.astype(x, np.int64) if xp.is_array(x) else int(x)
         return make_unary(c, op, to_index_of)

@@ -2,7 +2,7 @@
 
 Each op kind's parts stand side by side (registry.py): the custom syntax and the stacked form are
 arith's elementwise ones (:func:`.arith.h_simple`, :func:`.arith.stacked_elementwise`); the
-verification rule is the shared elementwise check; the cost is the latency walker's
+verification rule is MLIR's operand class and the shared elementwise check; the cost is the latency walker's
 "transcendental" rule for the functions that pay its penalty, "vector" for the others; the
 builders are below.
 
@@ -18,9 +18,10 @@ import math as _pymath
 import numpy as np
 
 from .. import registry
-from ..ir import TensorType
+from ..ir import Op, TensorType
 from ..verify_rules import Rule, elementwise
 from .arith import NP, coerce, h_simple, make_unary, stacked_elementwise
+from .arith_types import check_operand_classes
 
 _F32 = np.dtype(np.float32)
 
@@ -83,9 +84,16 @@ _UNARY = {
 
 _VECTOR_COST = {"math.absf", "math.absi", "math.ceil", "math.floor", "math.round"}
 
+def _elementwise(op: Op) -> None:
+    """Floats for the functions, signless integers for absi (MLIR's MathOps.td), then the
+    shared elementwise check."""
+    check_operand_classes(op)
+    elementwise(op)
+
+
 for _n in _UNARY:
     registry.set_part("syntax", _n, h_simple)
-    registry.set_part("verify", _n, Rule((1, 1), (1, 1), check=elementwise))
+    registry.set_part("verify", _n, Rule((1, 1), (1, 1), check=_elementwise))
     registry.set_part("stacked", _n, stacked_elementwise)
     registry.set_part("cost", _n, "vector" if _n in _VECTOR_COST else "transcendental")
 
@@ -117,7 +125,7 @@ def build_unary(c, op):
 # -- math.fma -------------------------------------------------------------------------------------
 
 registry.set_part("syntax", "math.fma", h_simple)
-registry.set_part("verify", "math.fma", Rule((3, 3), (1, 1), check=elementwise))
+registry.set_part("verify", "math.fma", Rule((3, 3), (1, 1), check=_elementwise))
 registry.set_part("stacked", "math.fma", stacked_elementwise)
 registry.set_part("cost", "math.fma", "vector")
 
@@ -147,7 +155,7 @@ def build_fma(c, op):
 # -- math.powf ------------------------------------------------------------------------------------
 
 registry.set_part("syntax", "math.powf", h_simple)
-registry.set_part("verify", "math.powf", Rule((2, 2), (1, 1), check=elementwise))
+registry.set_part("verify", "math.powf", Rule((2, 2), (1, 1), check=_elementwise))
 registry.set_part("stacked", "math.powf", stacked_elementwise)
 registry.set_part("cost", "math.powf", "transcendental")
 

@@ -1,5 +1,6 @@
-"""scf: for (with iter_args), if, yield, parallel (with reduce). Each op kind's parts side by side:
-custom syntax, verification rule, builder, (``scf.for``) stacked form and cost (registry.py).
+"""scf: for (with iter_args), if, while (with condition), yield, parallel (with reduce). Each op
+kind's parts side by side: custom syntax, verification rule, builder, (``scf.for``) stacked form
+and cost (registry.py).
 
 Loops replay their compiled body; no per-trip parsing. ``scf.for``'s builder first asks the
 rewrite rules (patterns/): a matched cross-op pattern (the K-blocked GEMM loop) runs as one
@@ -26,6 +27,11 @@ def arrow_types(p) -> list:
     """An optional ``-> T`` or ``-> (T, ...)`` (``-> ()`` too): the listed types."""
     if not p.accept("->"):
         return []
+    return arrow_types_after(p)
+
+
+def arrow_types_after(p) -> list:
+    """The result part of a function type, after its ``->``: ``T``, ``(T, ...)`` or ``()``."""
     if not p.accept("("):
         return [p.parse_type()]
     if p.accept(")"):
@@ -33,6 +39,21 @@ def arrow_types(p) -> list:
     types = p.type_list()
     p.expect(")")
     return types
+
+
+def assignments(p, what: str) -> tuple[list[tuple[str, Location]], list[Value]]:
+    """``%a = %x, %b = %y)`` after its ``(``: the names (with locations) and the values."""
+    names: list[tuple[str, Location]] = []
+    values: list[Value] = []
+    while not p.accept(")"):
+        ai = p.pos
+        names.append((p.expect_kind("ssa", what), p.loc(ai)))
+        p.expect("=")
+        values.append(p.operand())
+        if not p.accept(","):
+            p.expect(")", "closing the assignment list")
+            break
+    return names, values
 
 
 # -- scf.for ------------------------------------------------------------------------------------
@@ -48,18 +69,10 @@ def parse_for(p, op: Op):
     ub = p.operand()
     p.expect("step")
     st = p.operand()
-    inits: list[Value] = []
-    arg_names: list[tuple[str, Location]] = []
+    arg_names, inits = [], []
     if p.accept("iter_args"):
         p.expect("(")
-        while not p.accept(")"):
-            ai = p.pos
-            arg_names.append((p.expect_kind("ssa", "an iter_args name"), p.loc(ai)))
-            p.expect("=")
-            inits.append(p.operand())
-            if not p.accept(","):
-                p.expect(")")
-                break
+        arg_names, inits = assignments(p, "an iter_args name")
     result_types = arrow_types(p)
     iv_type = INDEX
     if p.accept(":"):
@@ -354,6 +367,166 @@ def cost_if(w, op: Op, scale: float) -> None:
         w.block(best.block, scale)
 
 
+# -- scf.while / scf.condition ------------------------------------------------------------------
+
+@registry.implements("syntax", "scf.while")
+def parse_while(p, op: Op):
+    """``scf.while [(%a = %init, ...)] : (T, ...) -> (R, ...) { before } do { after }``: the
+    before region's arguments are the assigned names with the input types; the after region
+    names its arguments in its block label (``^bb0(%b: R, ...):``)."""
+    wi = p.pos
+    names, inits = [], []
+    if p.accept("("):
+        names, inits = assignments(p, "a before-region argument")
+    p.expect(":", "before scf.while's function type")
+    p.expect("(", "opening scf.while's input types")
+    in_types = [] if p.accept(")") else p.type_list()
+    if in_types:
+        p.expect(")", "closing scf.while's input types")
+    p.expect("->", "in scf.while's function type")
+    result_types = arrow_types_after(p)
+    if len(in_types) != len(inits):
+        p.fail(f"scf.while has {len(inits)} operands but {len(in_types)} input types", wi)
+    p.scopes.append({})
+    args = [p.define(n, t, loc) for (n, loc), t in zip(names, in_types)]
+    before = p.parse_region(args, open_scope=False)
+    p.scopes.pop()
+    p.expect("do", "between scf.while's regions")
+    after = p.parse_region()
+    if p.accept("attributes"):
+        op.attrs.update(p.attr_dict())
+    op.operands = inits
+    op.regions = [before, after]
+    return result_types
+
+
+def _types(vals) -> str:
+    return ", ".join(str(v.type) for v in vals) or "nothing"
+
+
+def _while(op: Op) -> None:
+    """MLIR's rules: the before region takes the init types and ends with ``scf.condition``
+    (an i1 and the values passed on, typed as the op's results and as the after region's
+    arguments); the after region ends with ``scf.yield`` of the init types."""
+    before, after = op.regions[0].block, op.regions[1].block
+    if len(before.args) != len(op.operands) or \
+            not all(compatible(a.type, v.type) for a, v in zip(before.args, op.operands)):
+        fail(f"scf.while's before region takes ({_types(before.args)}) but the operands are "
+             f"({_types(op.operands)})")
+    cond = before.ops[-1] if before.ops else None
+    if cond is None or cond.name != "scf.condition":
+        fail("scf.while's before region must end with 'scf.condition'")
+    passed = cond.operands[1:]
+    if len(passed) != len(op.results) or \
+            not all(compatible(v.type, r.type) for v, r in zip(passed, op.results)):
+        fail(f"scf.condition passes ({_types(passed)}) but scf.while returns "
+             f"({_types(op.results)})")
+    if len(after.args) != len(passed) or \
+            not all(compatible(a.type, v.type) for a, v in zip(after.args, passed)):
+        fail(f"scf.while's after region takes ({_types(after.args)}) but scf.condition passes "
+             f"({_types(passed)})")
+    check_yield(op, after, [v.type for v in op.operands], "scf.yield")
+
+
+def _condition(op: Op) -> None:
+    if not op.operands or op.operands[0].type != ScalarType("i1"):
+        got = op.operands[0].type if op.operands else "nothing"
+        fail(f"scf.condition's condition must be i1, got {got}")
+    types = op.attrs.get("types") or []
+    if types and len(types) != len(op.operands):
+        fail(f"scf.condition passes {len(op.operands) - 1} values but lists "
+             f"{len(types) - 1} types")
+    for v, t in zip(op.operands, types):
+        if not compatible(v.type, t):
+            fail(f"operand {v.name} has type {v.type}, but the op says {t}")
+
+
+registry.set_part("verify", "scf.while", Rule((0, None), (0, None), (), (2, 2), check=_while))
+registry.set_part("verify", "scf.condition", Rule((1, None), (0, 0), check=_condition))
+registry.set_part("cost", "scf.condition", "free")
+
+
+@registry.implements("syntax", "scf.condition")
+def parse_condition(p, op: Op):
+    """``scf.condition(%cond) [%v, ... : T, ...]``; ``types`` holds every operand's declared
+    type (the condition's i1 first), as the generic form lists them."""
+    p.expect("(", "opening scf.condition's condition")
+    op.operands = [p.operand()]
+    p.expect(")", "closing scf.condition's condition")
+    op.attrs["types"] = [ScalarType("i1")]
+    if p.kind() == "ssa":
+        op.operands += p.operand_list()
+        p.expect(":", "before the passed values' types")
+        op.attrs["types"] += p.type_list()
+    return []
+
+
+@registry.implements("build", "scf.while")
+def build_while(c, op):
+    """Run the before region on the current values; while its condition holds, run the after
+    region on the values scf.condition passes and carry what it yields back to the before
+    region; the values passed with a false condition are the results."""
+    before, after = op.regions[0].block, op.regions[1].block
+    before_steps, after_steps = c.compile_block(before), c.compile_block(after)
+    before_args = [c.slot(a) for a in before.args]
+    after_args = [c.slot(a) for a in after.args]
+    inits = [c.slot(v) for v in op.operands]
+    cond_op = before.ops[-1]
+    cond = c.slot(cond_op.operands[0])
+    passed = [c.slot(v) for v in cond_op.operands[1:]]
+    last = after.ops[-1] if after.ops else None
+    yields = [c.slot(v) for v in last.operands] if last is not None and last.name == "scf.yield" \
+        else []
+    results = [c.slot(v) for v in op.results]
+
+    def step(env):
+        _carry(env, before_args, inits)
+        while True:
+            run_steps(before_steps, env)
+            if not env[cond]:
+                _carry(env, results, passed)
+                return
+            _carry(env, after_args, passed)
+            run_steps(after_steps, env)
+            _carry(env, before_args, yields)
+
+    return step
+
+
+@registry.implements("cost", "scf.while")
+def cost_while(w, op: Op, scale: float) -> None:
+    """The regions walked trip by trip while the condition is known before running (at most
+    the walker's trip limit); otherwise one trip of each region is assumed."""
+    before, after = op.regions[0].block, op.regions[1].block
+    cond_op = before.ops[-1]
+    for r in op.results:
+        w.env[r] = None
+    w.charge(op, scale)
+    vals = [w.env.get(v) for v in op.operands]
+    for _ in range(w.trip_limit):
+        for a, v in zip(before.args, vals):
+            w.env[a] = v
+        w.block(before, scale)
+        cond = w.env.get(cond_op.operands[0])
+        passed = [w.env.get(v) for v in cond_op.operands[1:]]
+        if not isinstance(cond, (bool, int)):
+            w.note(f"{op.loc}: scf.while condition unknown before running; one trip assumed")
+            for a in after.args:
+                w.env[a] = None
+            w.block(after, scale)
+            return
+        if not cond:
+            for r, v in zip(op.results, passed):
+                w.env[r] = v
+            return
+        for a, v in zip(after.args, passed):
+            w.env[a] = v
+        w.block(after, scale)
+        last = after.ops[-1] if after.ops else None
+        vals = [w.env.get(v) for v in last.operands] if last is not None else []
+    w.note(f"{op.loc}: scf.while ran past the walker's trip limit; later trips not counted")
+
+
 # -- scf.parallel / scf.reduce / scf.reduce.return --------------------------------------------
 
 def _paren_operands(p, what: str) -> list[Value]:
@@ -536,6 +709,6 @@ registry.set_part("verify", "scf.yield", Rule())
 registry.set_part("cost", "scf.yield", "free")
 
 
-@registry.implements("build", "scf.reduce", "scf.reduce.return", "scf.yield")
+@registry.implements("build", "scf.reduce", "scf.reduce.return", "scf.yield", "scf.condition")
 def build_terminator(c, op):
-    return None  # the parent (scf.parallel, scf.for, scf.if) reads these slots directly
+    return None  # the parent (scf.parallel, scf.for, scf.if, scf.while) reads these slots

@@ -1,5 +1,5 @@
-"""tensor: empty, splat, extract, expand/collapse_shape, extract/insert_slice, from_elements,
-generate (and its yield).
+"""tensor: empty, splat, extract, expand/collapse_shape, reshape, extract/insert_slice,
+from_elements, generate (and its yield).
 
 Each op kind's parts stand side by side (registry.py): custom syntax, verification rule,
 builder, cost (a generic-rule category of latency/walker.py: "free" for what moves no data,
@@ -15,7 +15,7 @@ import numpy as np
 from .. import registry
 from ..errors import FaultSignal, KtirError
 from ..execute import run_steps
-from ..ir import Op, ScalarType, TensorType, Value
+from ..ir import SIGNLESS_INT_TYPES, Op, ScalarType, TensorType, Value
 from ..parse.ops_custom import bracket_ints_or_values, h_yield
 from ..verify_rules import Rule, compatible, declared, fail
 from .arith import coerce, to_scalar
@@ -301,6 +301,98 @@ def stacked_reshape(b, op, plain):
     def step(senv):
         senv[ir] = senv[isrc].reshape(shape)
 
+    return step
+
+
+# -- tensor.reshape (shape operand) ---------------------------------------------------------------
+
+@registry.implements("syntax", "tensor.reshape")
+def h_shape_reshape(p, op: Op):
+    """``tensor.reshape %src(%shape) : (T, tensor<Nxindex>) -> R``"""
+    src = p.operand()
+    p.expect("(", "before the shape operand of tensor.reshape")
+    shape = p.operand()
+    p.expect(")", "after the shape operand of tensor.reshape")
+    op.operands = [src, shape]
+    p.expect(":")
+    p.expect("(", "opening tensor.reshape's operand types")
+    op.attrs["types"] = p.type_list()
+    p.expect(")", "closing tensor.reshape's operand types")
+    p.expect("->")
+    return [p.parse_type()]
+
+
+def _shape_reshape(op: Op) -> None:
+    """MLIR's rules: a 1-D shape of signless integers or index whose static length is the
+    result's rank; the element type kept; equal element counts when both sides are static."""
+    src, shape = op.operands
+    t_in, t_shape = src.type, shape.type
+    t_out = op.results[0].type
+    types = op.attrs.get("types") or []
+    if len(types) != 2:
+        fail(f"tensor.reshape declares {len(types)} operand types, expected 2")
+    for v, t in zip(op.operands, types):
+        if not compatible(v.type, t):
+            fail(f"operand {v.name} has type {v.type}, but the op says {t}")
+    if not isinstance(t_in, TensorType) or not isinstance(t_out, TensorType):
+        fail(f"tensor.reshape maps a tensor to a tensor, not {t_in} -> {t_out}")
+    if not isinstance(t_shape, TensorType) or len(t_shape.shape) != 1 or \
+            (t_shape.elem not in SIGNLESS_INT_TYPES and t_shape.elem != "index"):
+        fail(f"the shape operand {shape.name} must be a 1-D tensor of signless integers or "
+             f"index, got {t_shape}")
+    if t_in.elem != t_out.elem:
+        fail(f"element types of source and destination differ: {t_in} -> {t_out}")
+    if t_shape.shape[0] is None:
+        fail(f"the shape operand {shape.name} has a dynamic length; a ranked result needs a "
+             "static one")
+    if t_shape.shape[0] != len(t_out.shape):
+        fail(f"the shape operand {shape.name} has {t_shape.shape[0]} entries but the result "
+             f"{t_out} has rank {len(t_out.shape)}")
+    n_in, n_out = t_in.num_elements, t_out.num_elements
+    if n_in is not None and n_out is not None and n_in != n_out:
+        fail(f"tensor.reshape changes the element count: {t_in} -> {t_out}")
+
+
+registry.set_part("verify", "tensor.reshape", Rule((2, 2), (1, 1), ("types",),
+                                                  check=_shape_reshape))
+registry.set_part("cost", "tensor.reshape", "free")
+
+
+def _reshape_fault(dims: tuple, t: TensorType, n_src: int) -> str | None:
+    """Why the run-time shape ``dims`` cannot reshape ``n_src`` elements into ``t``, or None."""
+    if any(d < 0 for d in dims) or any(s is not None and s != d for s, d in zip(t.shape, dims)):
+        return f"tensor.reshape: the shape operand holds {list(dims)}, not a shape of {t}"
+    n = 1
+    for d in dims:
+        n *= d
+    if n != n_src:
+        return (f"tensor.reshape: the shape operand holds {list(dims)} ({n} elements) for a "
+                f"source of {n_src} elements")
+    return None
+
+
+@registry.implements("build", "tensor.reshape")
+def build_shape_reshape(c, op):
+    """Row-major reshape to the shape the operand holds; a shape that does not fit the result
+    type or the source's element count faults when the op runs."""
+    src, shape = op.operands
+    t = op.result.type
+    isrc, ishape, ir = c.slot(src), c.slot(shape), c.slot(op.result)
+    xp = c.xp
+    if c.all_const((src, shape)):
+        dims = tuple(int(d) for d in np.asarray(c.const(shape)).reshape(-1))
+        x = c.const(src)
+        if _reshape_fault(dims, t, int(np.size(x))) is None:
+            c.set_const(op.result, np.reshape(x, dims))
+            return None
+
+    def step(env):
+        x = env[isrc]
+        dims = tuple(int(d) for d in np.asarray(xp.to_host(env[ishape])).reshape(-1))
+        bad = _reshape_fault(dims, t, int(np.prod(x.shape)))
+        if bad is not None:
+            raise FaultSignal(bad)
+        env[ir] = xp.reshape(x, dims)
     return step
 
 

@@ -1,9 +1,11 @@
-"""Type texts defined by the ktdp frontend (KtdpTypes.td): ``!ktdp.runtime_arg<...>`` and
-``memref<..., #ktdp.spyre_memory_space<...>>``.
+"""Type and attribute texts defined by the ktdp frontend (KTDPTypes.td, KTDPAttrs.td):
+``!ktdp.runtime_arg<...>``, ``memref<..., #memory space>`` and the memory-space attribute in its
+two spellings.
 
-Both functions take the text between the type's outer angle brackets and report problems with
-``fail(message, offset)``, ``offset`` counted from the start of that body, so the parser can
-point at the offending parameter.
+``runtime_arg`` and ``split_memref_body`` take the text between the type's outer angle brackets
+and report problems with ``fail(message, offset)``, ``offset`` counted from the start of that
+body, so the parser can point at the offending parameter; ``memory_space`` reports with
+``fail(message)`` at the attribute.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ..ir import ELEMENT_DTYPES, RuntimeArgType, ScalarType
+from ..ir import ELEMENT_DTYPES, MemorySpace, RuntimeArgType, ScalarType
 
 _PARAM_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*(-?\d+)\s*$")
 
@@ -54,3 +56,39 @@ def split_memref_body(body: str) -> tuple[str, str | None, int]:
         return body, None, 0
     at = len(head) + 1 + (len(rest) - len(rest.lstrip()))
     return head, rest.strip(), at
+
+
+# spelling -> (its kinds -> ours, the name of its core parameter)
+_SPACES = {
+    "#ktdp.memory_space": ({"global": "hbm", "ct_local": "lx"}, "ct_id"),
+    "#ktdp.spyre_memory_space": ({"HBM": "hbm", "LX": "lx", "L0": "lx", "unspecified": "hbm"},
+                                 "core"),
+}
+
+
+def memory_space(text: str, fail: Callable[[str], None]) -> MemorySpace:
+    """A memory-space attribute in either spelling -> :class:`MemorySpace`:
+    ``#ktdp.memory_space<global>``, ``#ktdp.memory_space<ct_local[, ct_id = N]>`` (the
+    dialect's current one) or ``#ktdp.spyre_memory_space<HBM|LX|L0|unspecified[, core = N]>``
+    (the earlier one). Each spelling takes its own core parameter's name; a core names whose
+    scratchpad holds the data, so only a core-local space takes one."""
+    head, _, body = text.partition("<")
+    if head not in _SPACES:
+        fail(f"unknown attribute '{head}' (expected #ktdp.memory_space or "
+             "#ktdp.spyre_memory_space)")
+    kinds, core_key = _SPACES[head]
+    parts = [p.strip() for p in body[:-1].split(",")]
+    name = parts[0]
+    core = None
+    for extra in parts[1:]:
+        key, eq, val = extra.partition("=")
+        if not eq or key.strip() != core_key or not val.strip().isdigit() or core is not None:
+            fail(f"bad memory space parameter '{extra}' (expected '{core_key} = N' once)")
+        core = int(val.strip())
+    if name not in kinds:
+        fail(f"unknown memory space '{name}' (expected one of {', '.join(kinds)})")
+    if core is not None and kinds[name] != "lx":
+        # HBM is shared by every core
+        fail(f"memory space '{name}' cannot name a core ({core_key} = {core}): core affinity "
+             "belongs to a core's LX or L0 scratchpad only")
+    return MemorySpace(kinds[name], core)

@@ -15,7 +15,7 @@ from .host import MASKED
 from .llama import LlamaEmitter, PassShape
 
 #: Bumped whenever the emitted text or manifest can change; part of the cache key.
-EMITTER_VERSION = "4"
+EMITTER_VERSION = "5"
 MODES = ("decode", "prefill")
 FORMAT = "ktir-models/1"
 DEFAULT_PREFILL_TOKENS = 32

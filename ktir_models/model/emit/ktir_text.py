@@ -6,9 +6,9 @@ elementwise arith/math, linalg matmul/reduce/broadcast, ``scf.for`` with loop-ca
 value it hands out is a :class:`Val` that carries its type, so the emitted text is type-consistent
 by construction (a mismatch is a bug here, raised as ``AssertionError`` at emission).
 
-Spelling follows the external dumps (``#ktdp.spyre_memory_space<HBM>``, indices computed with
-``arith`` ops and passed as plain SSA names inside the brackets) because every KTIR reader accepts
-that form. Float literals are written with an explicit mantissa dot (``1.000000000e-05``), which
+Spelling is the dialect's current one (``#ktdp.memory_space<global>``, indices computed with
+``arith`` ops and passed as plain SSA names inside the brackets), the form current KTIR readers
+accept. Float literals are written with an explicit mantissa dot (``1.000000000e-05``), which
 MLIR requires.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-HBM = "#ktdp.spyre_memory_space<HBM>"
+HBM = "#ktdp.memory_space<global>"
 
 
 @dataclass(frozen=True)
