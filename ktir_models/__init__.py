@@ -3,18 +3,16 @@
 Layers (arrows point down, never up): ``cli`` -> ``api`` -> ``model`` -> ``ktir``.
 ``ktir`` is the emulator and knows nothing about models; ``api`` is the public Python API
 (docs/api.md), whose functions are exported here: ``ktir_models.forward(...)``.
-``sweep`` is in ``ktir_models.api.sweeps`` (see ``ktir_models/api/__init__.py`` for why it is
-not exported here).
 """
 
 from .api import (CheckReport, DiagnoseReport, EmitReport, ForwardReport, GenerationReport,
-                  GenerationStep, LatencyReport, RunReport, check, diagnose, emit, forward,
-                  generate, latency, run)
+                  GenerationStep, LatencyReport, RunReport, ServeReport, check, diagnose, emit,
+                  forward, generate, latency, run, serve, sweep)
 from .errors import Mismatch, UserError
 from .version import __version__
 
 __all__ = [
     "CheckReport", "DiagnoseReport", "EmitReport", "ForwardReport", "GenerationReport",
     "GenerationStep", "LatencyReport", "Mismatch", "RunReport", "UserError", "__version__", "check",
-    "diagnose", "emit", "forward", "generate", "latency", "run",
+    "diagnose", "emit", "forward", "generate", "latency", "run", "ServeReport", "serve", "sweep",
 ]

@@ -21,7 +21,8 @@ def forward(model: str, *, program: Path | str | None = None, mode: str | None =
             repeat: int = 1, json: Path | str | None = None, force: bool = False, seed: int = 0,
             quiet: bool = False, latency: bool = False, diagnose: bool = False,
             backend: str = "numpy", device: str = "auto", lx_model: str = "allocator",
-            prompt: str | None = None, text: Path | str | None = None) -> ForwardReport:
+            prompt: str | None = None, text: Path | str | None = None,
+            last_token: bool = False) -> ForwardReport:
     """Run ``model``'s forward ``program`` (a directory with manifest.json and node*.mlir; default:
     our emitter's) and judge its logits against ``golden`` (``auto`` = the program's vendored
     golden.f16.gz if present, else ``live`` transformers; ``none``; or a golden file).
@@ -30,7 +31,9 @@ def forward(model: str, *, program: Path | str | None = None, mode: str | None =
     ``prompt`` / ``text`` (a UTF-8 file): real text as the pass's tokens, with text metrics.
     ``latency``: add the roofline of every node; ``diagnose``: on a failed forward, name the
     first node out of its f16 band. ``json``: also write ``report.to_dict()`` there (``force``
-    replaces a file that is not JSON). Bad input raises a UserError before any heavy work."""
+    replaces a file that is not JSON). ``last_token``: the lm_head and the check for the last row
+    only (bit for bit the all-rows run's last row; docs/performance.md). Bad input raises a
+    UserError before any heavy work."""
     from ..model.forward import named_inputs, run_forward
     from ..model.registry import resolve_model
     from ..model.report import check_json_target
@@ -47,6 +50,9 @@ def forward(model: str, *, program: Path | str | None = None, mode: str | None =
         raise UserError(f"--repeat {repeat}: expected a positive integer")
     check_seed(seed)
     check_lx_model(lx_model)
+    if last_token and (prompt is not None or text is not None):
+        raise UserError("--last-token: text metrics read every row's logits; drop --last-token "
+                        "with --prompt / --text")
     if json_path is not None:
         check_json_target(json_path, force=force, inputs=named_inputs(program, golden, weights))
     array_backend = build_backend(backend, device)  # an unavailable device fails here, first
@@ -62,7 +68,8 @@ def forward(model: str, *, program: Path | str | None = None, mode: str | None =
         raise UserError("--past: only for our emitted programs (a --program carries its own past)")
     run = run_forward(resolve_model(model), program, mode=mode, tokens=tokens, weights=weights,
                       golden=golden, repeat=repeat, seed=seed, quiet=quiet, json_path=json_path,
-                      backend=array_backend, lx_model=lx_model, text_input=text_input)
+                      backend=array_backend, lx_model=lx_model, text_input=text_input,
+                      last_token=last_token)
     report = ForwardReport(run.report)
     if latency:
         from .latency import program_latency

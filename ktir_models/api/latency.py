@@ -29,14 +29,17 @@ def latency(program: Path | str, *, top: int | None = None, cores: int = 32, clo
 
 def program_latency(program: Path, params: Any = None, parsed: Any = None) -> Any:
     """The latency model (``ktir.latency.ModelLatency``) of a program directory's nodes, in
-    manifest order; ``parsed``: the program already parsed (a forward's), not read again."""
+    manifest order, each node costed with the host scalars of the pass the program was emitted
+    for (so a loop bounded by ``position`` counts its real trips); ``parsed``: the program already
+    parsed (a forward's), not read again."""
     from ..ktir.latency import model_latency
+    from ..model.emitted import host_scalars
     from ..model.manifest import load_manifest
     from ..model.program import parse_program
 
     if parsed is None:  # the roofline reads the functions only: argument names are not checked
-        parsed = parse_program(load_manifest(program), check_arguments=False)
-    return model_latency(parsed.named_functions(), params)
+        parsed = parse_program(load_manifest(program, host_scalars=True), check_arguments=False)
+    return model_latency(parsed.latency_calls(host_scalars(parsed.manifest)), params)
 
 
 def _hardware(cores: int, clock_ghz: float, hbm_tb_s: float, pipeline: str) -> Any:

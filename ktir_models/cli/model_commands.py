@@ -50,6 +50,10 @@ def forward(
         None, "--prompt", help="Real text as the pass's tokens (the checkpoint's tokenizer); adds text metrics."
     ),
     text: Optional[Path] = typer.Option(None, "--text", help="Like --prompt, the text read from this UTF-8 file."),
+    last_token: bool = typer.Option(
+        False, "--last-token",
+        help="Prefill: the lm_head and the check for the last row only (bit for bit the all-rows run's).",
+    ),
 ) -> None:
     """Run MODEL's KTIR forward on the emulator and compare the logits with a golden.
 
@@ -60,7 +64,8 @@ def forward(
     report = api.forward(model, program=program, mode=mode, tokens=tokens, past=past, weights=weights,
                          golden=golden, repeat=repeat, json=json_path, force=force, seed=seed,
                          quiet=quiet, latency=latency, diagnose=diagnose, backend=backend,
-                         device=device, lx_model=lx_model, prompt=prompt, text=text)
+                         device=device, lx_model=lx_model, prompt=prompt, text=text,
+                         last_token=last_token)
     print(report.render())
     if not report.passed:
         raise Mismatch(report.mismatch)

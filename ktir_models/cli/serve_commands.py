@@ -8,7 +8,6 @@ file's line, an option, a request the pool can never hold). The only file writte
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Optional
@@ -16,8 +15,7 @@ from typing import Optional
 import typer
 
 from .app import app
-from .backend_options import backend_option, build_backend, device_option
-from .option_checks import check_seed
+from .backend_options import backend_option, device_option
 
 
 @app.command()
@@ -48,27 +46,12 @@ def serve(
     that sequence alone, and every sequence's tokens against transformers' greedy generation.
     Exit codes: 0 pass, 1 mismatch, 2 bad input.
     """
-    from ..api.serve import serve as serve_api
+    from ..api import serve as run
     from ..errors import Mismatch
-    from ..model.report import check_json_target, json_safe
 
-    check_seed(seed)
-    if json_path is not None:
-        check_json_target(json_path, force=force, inputs=(requests,))
-    array_backend = build_backend(backend, device)
-    if golden == "live" and not sys.stderr.isatty():
-        from .model_commands import quiet_transformers
-
-        quiet_transformers()
-    report = serve_api(model, requests, max_seqs=max_seqs, block_size=block_size,
-                       kv_blocks=kv_blocks, chunk=chunk, weights=weights, golden=golden,
-                       backend=array_backend, seed=seed)
+    report = run(model, requests, max_seqs=max_seqs, block_size=block_size, kv_blocks=kv_blocks,
+                 chunk=chunk, weights=weights, golden=golden, backend=backend, device=device,
+                 seed=seed, json=json_path, force=force, quiet=not sys.stderr.isatty())
     print(report.render(), flush=True)
-    if json_path is not None:
-        from ..outputs import atomic_output
-
-        text = json.dumps(json_safe(report.to_dict()), indent=2, allow_nan=False) + "\n"
-        with atomic_output(json_path, "--json", "w") as f:
-            f.write(text)
     if not report.passed:
         raise Mismatch("serve: FAIL: " + report.failures[0])

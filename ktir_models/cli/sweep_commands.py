@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UserError
+from ..errors import Mismatch
 from .app import app
 
 
@@ -43,22 +43,12 @@ def sweep(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Run every case of SPEC.toml, each in its own process, reusing results stored in --out."""
-    from ..errors import Mismatch
-    from ..sweep import SweepOptions, load_spec, run_sweep
-    from ..sweep.keys import PROJECT_KEYS
-    from ..sweep.spec import check_timeout
+    from ..api import sweep as run
 
-    if project_key not in PROJECT_KEYS:
-        raise UserError(f"--project-key {project_key}: expected {' or '.join(PROJECT_KEYS)}")
-    if timeout is not None:
-        check_timeout(timeout, "--timeout")
-    spec = load_spec(spec_path)
-    summary = run_sweep(spec, SweepOptions(out=out, ray=ray, jobs=jobs, timeout=timeout, only=only,
-                                           retry_failed=retry_failed, progress=not quiet,
-                                           project_key=project_key, junit=junit, force=force))
-    print(summary.render())
-    print(f"results in {out} (summary.json, report.md)" + (f", JUnit in {junit}" if junit else ""), file=sys.stderr)
-    unexpected = summary.unexpected
-    if unexpected:
-        shown = ", ".join(f"{r.case_id} ({r.verdict}, expected {r.expect})" for r in unexpected[:5])
-        raise Mismatch(f"sweep: {len(unexpected)} case(s) not as expected: {shown}")
+    report = run(spec_path, out=out, junit=junit, ray=ray, jobs=jobs, timeout=timeout, only=only,
+                 retry_failed=retry_failed, project_key=project_key, force=force, quiet=quiet)
+    print(report.render())
+    print(f"results in {out} (summary.json, report.md)" + (f", JUnit in {junit}" if junit else ""),
+          file=sys.stderr)
+    if not report.passed:
+        raise Mismatch(report.mismatch)

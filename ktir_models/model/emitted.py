@@ -127,3 +127,12 @@ def emitted_nodes(manifest: Manifest) -> tuple[EmittedNode, ...]:
 
 def _count(value: Any, minimum: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def host_scalars(manifest: Manifest) -> dict[str, int]:
+    """The host scalars of the pass ``manifest`` was made for: ``position`` = ``past`` for our
+    dynamic-position programs; none for other programs (their scalars are per call)."""
+    if not is_emitted(manifest):
+        return {}
+    fields = emitted_fields(manifest)
+    return {"position": fields.past} if fields.dynamic_position else {}

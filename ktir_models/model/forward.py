@@ -88,12 +88,13 @@ def refuse_input_as_output(json_path: Path, manifest: Any, golden_path: Path | N
 def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | None, weights: str,
                 golden: str, repeat: int, seed: int, quiet: bool, json_path: Path | None = None,
                 backend: Any = None, lx_model: str = "allocator",
-                text_input: Any = None) -> ForwardRun:
+                text_input: Any = None, last_token: bool = False) -> ForwardRun:
     """Run ``program`` (a fixture directory) for model ``spec`` (``registry.ModelSpec``) and judge
     its logits against the golden ``golden`` (``auto``, ``vendored``, ``live``, ``none`` or a
     file). ``mode``/``tokens``: when given, must match the program. ``text_input`` (a tokenised
     text, ``text_input.TextInput``): the pass reads its ids and the report adds teacher-forced
-    text metrics. The emulator computes on ``backend`` (default numpy)."""
+    text metrics. The emulator computes on ``backend`` (default numpy). ``last_token``: the pass
+    returns, and the check judges, the last row only (``Runner.run``)."""
     from . import golden as golden_mod
     from .bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from .emitted import is_emitted
@@ -150,8 +151,11 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
     inputs = bind_pass_inputs(manifest, cfg, ckpt, pass_, vendored)
     result = None
     for _ in range(repeat):
-        result = runner.run(inputs)
+        result = runner.run(inputs, last_token=last_token)
     assert result is not None
+    rows = None
+    if last_token:
+        rows = runner.last_row_head().reason or "the lm_head computed the last row alone"
 
     golden_seconds = 0.0
     if choice == "live":
@@ -167,7 +171,7 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
     near_ties, band, text_doc = [], 0.0, None
     if reference is not None:
         logits = result.result.astype(np.float32)
-        met = golden_mod.compare(logits, np.asarray(reference))
+        met = golden_mod.compare(logits, np.asarray(reference), last_token=last_token)
         verdict = judge(met)
         verdict_passed, reasons = verdict.passed, list(verdict.reasons)
         near_ties, band = [asdict(t) for t in verdict.near_ties], verdict.band
@@ -221,6 +225,7 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         near_tie_band=band,
         near_ties=near_ties,
         text=text_doc,
+        last_token=rows,
     )
     return ForwardRun(report, parsed, pass_)
 

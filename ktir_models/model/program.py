@@ -64,6 +64,17 @@ class ParsedProgram:
         """(``node<i>``, function) for every node, in manifest order (the latency model's input)."""
         return [(f"node{n.index}", n.function) for n in self.nodes]
 
+    def latency_calls(self, scalars: Mapping[str, int]) -> list[tuple[str, Any, dict[str, int]]]:
+        """(``node<i>``, function, arguments) for every node, in manifest order: each node's
+        host-scalar arguments bound from ``scalars`` (loop bounds the latency walker must see);
+        tensor pointers are left out (the cost model does not read addresses)."""
+        calls = []
+        for n in self.nodes:
+            args = {a.name: scalars[a.scalar] for a in n.decl.args
+                    if a.tensor is None and a.scalar in scalars}
+            calls.append((f"node{n.index}", n.function, args))
+        return calls
+
     def compile(self, machine: Any) -> "LoadedProgram":
         """Compile every node on ``machine`` (one plan per node, reused by every pass)."""
         start = time.perf_counter()

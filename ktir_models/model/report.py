@@ -114,6 +114,7 @@ class ForwardReport:
     near_tie_band: float = 0.0  # logit units: NEAR_TIE_REL * max|golden| (0 without a golden)
     near_ties: list[dict[str, Any]] = field(default_factory=list)  # asdict(NearTie) per accepted row
     text: dict[str, Any] | None = None  # teacher-forced metrics over real text (text_metrics.TextMetrics)
+    last_token: str | None = None  # --last-token: how the last row was computed (None: all rows)
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict; NaN/Inf numbers become null (strict JSON)."""
@@ -130,6 +131,8 @@ class ForwardReport:
             f"backend  {self.backend_version}",
             f"matmul   {self.matmul}",
         ]
+        if self.last_token is not None:
+            lines.append(f"rows     last row only ({self.last_token})")
         if self.metrics is not None:
             mt = self.metrics
             lines += [

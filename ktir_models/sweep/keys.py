@@ -61,7 +61,7 @@ def case_key(case: Case, project: str = "sources") -> str:
 @lru_cache(maxsize=None)
 def project_identity(sources: bool = True) -> dict[str, Any]:
     """Version of ktir-models, a hash of its sources (if ``sources``), the numeric libraries' versions."""
-    from .. import __version__
+    from ..version import __version__
 
     digest = hashlib.sha256()
     for path in sorted(_PACKAGE.rglob("*")) if sources else ():

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import ktir_models
+from ktir_models.cache_entries import write_digest
 from ktir_models.cli import main
 from ktir_models.errors import UserError
 
@@ -55,6 +56,8 @@ def test_a_planted_bug_in_the_decode_program_fails_the_check(capsys):
     cache = Path(os.environ["KTIR_MODELS_CACHE"]) / "programs"
     decode = [d for d in cache.iterdir() if "-decode-" in d.name]
     assert decode and sum(plant_scale_bug(d) for d in decode) >= 2
+    for d in decode:  # sealed again: the entry is what an emitter with this bug would cache
+        write_digest(d)
     report = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL),
                                   quiet=True)
     assert not report.passed

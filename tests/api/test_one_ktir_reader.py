@@ -26,12 +26,15 @@ PARSER = {
 #: Modules whose expressions read something else than KTIR.
 NOT_KTIR = {
     "model/diagnose.py": "checkpoint tensor names; the node index in an emulator message",
-    "model/cache_temp.py": "the cache's temporary file names; the host name",
+    "cache_temp.py": "the cache's temporary file names; the host name",
     "model/emit/api.py": "a model name made a KTIR symbol (written, not read)",
+    "model/emit/serving.py": "a model name made a KTIR symbol (written, not read)",
+    "model/synthetic.py": "a repository id made a cache folder name",
     "model/gguf/names.py": "checkpoint tensor names (HF and GGUF)",
     "model/registry.py": "HuggingFace repository ids",
     "sweep/memory.py": "memory sizes in sweep specs",
     "sweep/spec.py": "case ids of sweep specs",
+    "sweep/spec_reader.py": "strings, comments and brackets of sweep specs (the nesting bound)",
 }
 
 #: Words of KTIR syntax no expression outside the parser may contain.
