@@ -147,7 +147,7 @@ def time_passes(fn, repeat: int, warmup: int = 1, warm: list | None = None) -> l
 
 def native_model(ckpt, dtype: str):
     """The native transformers model: the golden's f32 one, or the family's class in bfloat16."""
-    from ktir_models.model.golden import load_transformers_model
+    from ktir_models.model.checks.golden import load_transformers_model
 
     if dtype == "f32":
         return load_transformers_model(ckpt)
@@ -167,7 +167,7 @@ def native_pass_factory(ckpt, pass_, device: str = "cpu", dtype: str = "f32"):
     import numpy as np
     import torch
 
-    from ktir_models.model.golden import cache_kwarg, output_cache
+    from ktir_models.model.checks.golden import cache_kwarg, output_cache
 
     model = native_model(ckpt, dtype).to(device)
     ids = torch.as_tensor(np.asarray(pass_.token_ids, dtype=np.int64).reshape(1, -1), device=device)
@@ -277,12 +277,12 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from ktir_models.model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
+    from ktir_models.model.inputs.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from ktir_models.model.manifest import load_manifest, validate
     from ktir_models.model.program_checks import parse_and_check
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     threads = blas_threads()
     torch.set_num_threads(threads)

@@ -33,7 +33,7 @@ def current_rss_bytes() -> int:
 
 def measure(model: str, weights: str, seed: int) -> None:
     from ktir_models.model.registry import resolve_model
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     spec = resolve_model(model)
     ckpt = get_checkpoint(spec, weights, seed=seed)
@@ -64,7 +64,7 @@ def main() -> int:
         return 0
     if args.weights == "synthetic":
         from ktir_models.model.registry import resolve_model
-        from ktir_models.model.synthetic import ensure_synthetic, synthetic_dir
+        from ktir_models.model.weights.synthetic import ensure_synthetic, synthetic_dir
 
         spec = resolve_model(args.model)
         if not (synthetic_dir(spec.name, spec.config, args.seed) / "config.json").is_file():

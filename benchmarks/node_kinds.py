@@ -59,11 +59,11 @@ def main() -> int:
 
     from ktir_models.errors import UserError
     from ktir_models.ktir.backends import make_backend, seqmm
-    from ktir_models.model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
+    from ktir_models.model.inputs.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from ktir_models.model.manifest import load_manifest, validate
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     try:
         spec = resolve_model(args.model)

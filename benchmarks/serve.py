@@ -42,7 +42,7 @@ def emulated_step(ckpt, name: str, batch: int, context: int, block_size: int, ba
     """A function running one decode step of ``batch`` sequences at position ``context``."""
     from ktir_models.ktir.backends import make_backend
     from ktir_models.model.emit.serving import ServingShape
-    from ktir_models.model.inputs import golden_token_ids
+    from ktir_models.model.inputs.runtime_inputs import golden_token_ids
     from ktir_models.model.serving.engine import ServingEngine
     from ktir_models.model.serving.pool import BlockPool, blocks_for
     from ktir_models.model.serving.tables import RowRun, StepPlan, step_tables
@@ -65,8 +65,8 @@ def native_step(ckpt, batch: int, context: int):
     import numpy as np
     import torch
 
-    from ktir_models.model.golden import cache_kwarg, output_cache
-    from ktir_models.model.inputs import golden_token_ids
+    from ktir_models.model.checks.golden import cache_kwarg, output_cache
+    from ktir_models.model.inputs.runtime_inputs import golden_token_ids
 
     model = native_model(ckpt, "f32")
     prefix = torch.as_tensor(np.tile(golden_token_ids(context, ckpt.config.vocab_size), (batch, 1)))
@@ -109,7 +109,7 @@ def main() -> None:
     import torch
 
     from ktir_models.model.registry import resolve_model
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     torch.set_num_threads(blas_threads())
     spec = resolve_model(args.model)

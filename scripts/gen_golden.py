@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from ktir_models.errors import UserError
-from ktir_models.model.golden import live_forward, write_f16_gz
-from ktir_models.model.inputs import embedding_rows, golden_token_ids, prefix_mask, rope_tables
+from ktir_models.model.checks.golden import live_forward, write_f16_gz
+from ktir_models.model.inputs.runtime_inputs import embedding_rows, golden_token_ids, prefix_mask, rope_tables
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INPUT_ROLES = ("embed", "cos", "sin", "prefix_k", "prefix_v")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from ktir_models.model.emit import emit_program  # noqa: E402
 from ktir_models.model.emit.fixtures import FIXTURE_MODELS, FIXTURE_PASSES, FIXTURES_DIR  # noqa: E402
-from ktir_models.model.synthetic import write_synthetic  # noqa: E402
+from ktir_models.model.weights.synthetic import write_synthetic  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """``diagnose``: run a program and transformers side by side and name the first node whose error
-leaves its f16 band (model/diagnose.py), with the store and op that computed the worst element."""
+leaves its f16 band (model/checks/diagnose.py), with the store and op that computed the worst element."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def diagnose(model: str, *, program: Path | str, weights: str = "hub", seed: int
     array_backend = build_backend(backend, device)
     checker = None
     if checks or strict:
-        from ..ktir.checks import NumericChecks
+        from ..ktir.exec.checks import NumericChecks
 
         checker = NumericChecks(strict=strict)
     report = DiagnoseReport(diagnose_program(model, Path(program), weights, seed, checker,
@@ -45,11 +45,11 @@ def diagnose_program(model: str, program: Path, weights: str, seed: int = 0, che
     ``backend`` (a back-end object; default numpy). ``parsed``: the program already loaded,
     validated and parsed (by a forward), not read again; ``pass_``: the pass to diagnose (a
     forward's over a text), default the program's golden-convention pass."""
-    from ..model.diagnose import diagnose as run_diagnose
+    from ..model.checks.diagnose import diagnose as run_diagnose
     from ..model.manifest import load_manifest, validate
     from ..model.program_checks import parse_and_check
     from ..model.registry import resolve_model
-    from ..model.weights import get_checkpoint
+    from ..model.weights.checkpoint import get_checkpoint
 
     spec = resolve_model(model)
     if parsed is None:

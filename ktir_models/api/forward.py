@@ -36,7 +36,7 @@ def forward(model: str, *, program: Path | str | None = None, mode: str | None =
     UserError before any heavy work."""
     from ..model.forward import named_inputs, run_forward
     from ..model.registry import resolve_model
-    from ..model.report import check_json_target
+    from ..model.checks.report import check_json_target
 
     program = Path(program) if program is not None else None
     json_path = Path(json) if json is not None else None
@@ -110,13 +110,13 @@ def _text_input(model: str, weights: str, seed: int, prompt: str | None,
                 text_file: Path | None) -> Any:
     """The tokenised ``prompt`` / ``text`` (None without either); a UserError when the checkpoint
     has no tokenizer."""
-    from ..model.text_input import encode_text, read_text
+    from ..model.inputs.text import encode_text, read_text
 
     given = read_text(prompt, text_file)
     if given is None:
         return None
     from ..model.registry import resolve_model
-    from ..model.weights import get_checkpoint
+    from ..model.weights.checkpoint import get_checkpoint
 
     spec = resolve_model(model)
     return encode_text(get_checkpoint(spec, weights, seed=seed), spec, *given)

@@ -44,8 +44,8 @@ def generate(model: str, *, prompt: str | None = None, chat: bool = False,
     prompt's text too. ``json``: also write ``report.to_dict()`` there (``force`` replaces a file
     that is not JSON). Bad options raise a UserError before anything runs."""
     from ..model.registry import resolve_model
-    from ..model.report import check_json_target
-    from ..model.weights import get_checkpoint
+    from ..model.checks.report import check_json_target
+    from ..model.weights.checkpoint import get_checkpoint
 
     if golden not in ("live", "none"):
         raise UserError(f"--golden {golden}: expected live or none")
@@ -82,7 +82,7 @@ def _run(ckpt: Any, spec: Any, weights: str, prompt: str | None, chat: bool, tok
          emit: Callable[[str], None], on_step: Callable[[GenerationStep], None] | None
          ) -> GenerationReport:
     from ..model.emit.generation import generate as run_generation
-    from ..model.tokenizer import eos_token_ids, load_tokenizer
+    from ..model.inputs.tokenizer import eos_token_ids, load_tokenizer
 
     tokenizer = load_tokenizer(ckpt, spec if prompt is not None else None)
     prompt_ids = None
@@ -140,7 +140,7 @@ def _run(ckpt: Any, spec: Any, weights: str, prompt: str | None, chat: bool, tok
 
 
 class _StepJudge:
-    """Judges each pass against transformers fed our tokens (the pass rule of model/report.py)
+    """Judges each pass against transformers fed our tokens (the pass rule of model/checks/report.py)
     and keeps the totals of the ``check:`` summary line."""
 
     def __init__(self) -> None:
@@ -151,7 +151,7 @@ class _StepJudge:
         self.checked = False
 
     def step(self, s: Any, piece: str) -> GenerationStep:
-        from ..model.report import judge
+        from ..model.checks.report import judge
 
         what = "prefill" if s.step == 0 else f"step {s.step}"
         shown = s.tokens if len(s.tokens) <= 4 else str(s.tokens[:4])[:-1] + ", ...]"
@@ -189,8 +189,8 @@ def _greedy_check(ckpt: Any, result: Any, prompt_ids: list[int] | None, n_prompt
                   eos: Any, tokenizer: Any) -> tuple[str, str | None]:
     """Our tokens against transformers' own greedy generation: the ``check:`` line and the
     failure (None: identical, or a near-tie)."""
-    from ..model.greedy_golden import first_divergence, greedy_golden
-    from ..model.inputs import golden_token_ids
+    from ..model.checks.greedy_golden import first_divergence, greedy_golden
+    from ..model.inputs.runtime_inputs import golden_token_ids
 
     ids = prompt_ids if prompt_ids is not None else \
         [int(t) for t in golden_token_ids(n_prompt, ckpt.config.vocab_size)]

@@ -11,7 +11,7 @@ from ..errors import UserError
 def check_program_json_target(json_path: Path | None, program: Path, force: bool = False) -> None:
     """``json_path`` must be writable, must not name a file of ``program``, and replaces a file
     that is not JSON only with ``force``."""
-    from ..model.report import check_json_target
+    from ..model.checks.report import check_json_target
 
     if json_path is None:
         return

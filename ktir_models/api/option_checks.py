@@ -64,7 +64,7 @@ def scalar_value(name: str, text: str, scalar_type) -> int | float:
     refused unless it is finite and representable in that type (1e300 is no f16, 2^40 no i32)."""
     import numpy as np
 
-    from ..ktir.ir import ScalarType
+    from ..ktir.ir.nodes import ScalarType
 
     scalar = isinstance(scalar_type, ScalarType)
     dtype = scalar_type.dtype if scalar else None

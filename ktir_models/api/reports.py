@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..model.report import ForwardReport as ForwardRecord
-from ..model.report import json_safe
+from ..model.checks.report import ForwardReport as ForwardRecord
+from ..model.checks.report import json_safe
 
 
 def write_report_json(path: Path, doc: dict[str, Any]) -> None:
@@ -78,7 +78,7 @@ class DiagnoseReport:
 
 @dataclass
 class ForwardReport:
-    """``ktir-models forward``: the forward's record (``forward``: model/report.py's, with its
+    """``ktir-models forward``: the forward's record (``forward``: model/checks/report.py's, with its
     metrics, timings and verdict), plus the roofline (``--latency``) and the diagnosis of a failed
     forward (``--diagnose``; ``diagnosis_error`` when the program cannot be diagnosed)."""
 

@@ -23,7 +23,7 @@ def build_backend(backend: str, device: str) -> Any:
 
 def check_lx_model(lx_model: str) -> None:
     """``lx_model`` is one of the emulator's LX accounting models (docs/emulator.md)."""
-    from ..ktir.lx_liveness import MODELS
+    from ..ktir.verify.lx_liveness import MODELS
 
     if lx_model not in MODELS:
         raise UserError(f"--lx-model {lx_model!r}: expected one of {', '.join(MODELS)}")

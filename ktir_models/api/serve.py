@@ -40,10 +40,10 @@ def serve(model: str, requests: str | Path | Iterable[dict[str, Any] | Request],
     the target is checked before any work. ``quiet``: no transformers loading bars."""
     from ..errors import UserError
     from ..ktir.backends import make_backend
-    from ..model.report import check_json_target, json_safe
+    from ..model.checks.report import check_json_target, json_safe
     from ..model.registry import resolve_model
-    from ..model.tokenizer import eos_token_ids, load_tokenizer
-    from ..model.weights import get_checkpoint
+    from ..model.inputs.tokenizer import eos_token_ids, load_tokenizer
+    from ..model.weights.checkpoint import get_checkpoint
 
     if golden not in ("live", "none"):
         raise UserError(f"--golden {golden}: expected live or none")

@@ -28,7 +28,7 @@ LX_MODEL_HELP = ("How LX bytes are counted: allocator (values live from definiti
 
 
 def _check_lx_model(value: str) -> str:
-    from ..ktir.lx_liveness import MODELS
+    from ..ktir.verify.lx_liveness import MODELS
 
     if value not in MODELS:
         raise typer.BadParameter(f"{value!r}: expected one of {', '.join(MODELS)}")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ktir.ir import ELEMENT_DTYPES
-from ..ktir.machine import STICK_BYTES
+from ..ktir.ir.nodes import ELEMENT_DTYPES
+from ..ktir.exec.machine import STICK_BYTES
 
 ALIASES = {"fp16": "f16", "float16": "f16", "float32": "f32", "fp32": "f32", "si32": "i32",
            "si64": "i64", "float64": "f64"}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UserError
-from ..ktir.machine import STICK_BYTES, Machine
+from ..ktir.exec.machine import STICK_BYTES, Machine
 from .dtypes import to_np_dtype
 
 __all__ = ["STICK_BYTES", "HBMSimulator", "LXScratchpad", "SpyreMemoryHierarchy"]

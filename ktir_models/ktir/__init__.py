@@ -11,10 +11,10 @@ Public API (docs/architecture.md)::
 """
 
 from .api import bulk_load, check_legality, estimate_latency, load_module, parse_text, verify
-from .errors import Diagnostic, EmulationFault, KtirError, Location
-from .execute import RunStats
-from .ir import Function, Module
-from .machine import Buffer, Machine
+from .ir.errors import Diagnostic, EmulationFault, KtirError, Location
+from .exec.execute import RunStats
+from .ir.nodes import Function, Module
+from .exec.machine import Buffer, Machine
 
 __all__ = ["bulk_load", "check_legality", "estimate_latency", "load_module", "parse_text", "verify",
            "Diagnostic", "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer",

@@ -6,10 +6,10 @@ import contextlib
 import gc
 from pathlib import Path
 
-from . import legality as _legality
-from . import parser as _parser
-from . import verify as _verify
-from .ir import Function, Module
+from .verify import legality as _legality
+from .parse import parser as _parser
+from .verify import verifier as _verify
+from .ir.nodes import Function, Module
 
 
 def parse_text(text: str, filename: str = "<string>") -> Module:
@@ -27,7 +27,7 @@ def verify(module: Module, *, reshaping_reduce: bool = False) -> None:
 
 def check_legality(module: Module) -> None:
     """Raise :class:`KtirError` naming every legality rule a verified ``module`` breaks: what
-    the hardware lowering needs beyond valid IR (see ``ktir/legality.py``)."""
+    the hardware lowering needs beyond valid IR (see ``ktir/verify/legality.py``)."""
     _legality.check_legality(module)
 
 

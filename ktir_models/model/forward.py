@@ -95,14 +95,14 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
     text, ``text_input.TextInput``): the pass reads its ids and the report adds teacher-forced
     text metrics. The emulator computes on ``backend`` (default numpy). ``last_token``: the pass
     returns, and the check judges, the last row only (``Runner.run``)."""
-    from . import golden as golden_mod
-    from .bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
+    from .checks import golden as golden_mod
+    from .inputs.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
     from .emitted import is_emitted
     from .manifest import load_manifest, validate
     from .program_checks import parse_and_check
-    from .report import REL_TOLERANCE, ForwardReport, judge
+    from .checks.report import REL_TOLERANCE, ForwardReport, judge
     from .runner import Runner
-    from .weights import get_checkpoint
+    from .weights.checkpoint import get_checkpoint
 
     cfg = spec.config
     manifest = load_manifest(program)
@@ -176,7 +176,7 @@ def run_forward(spec: Any, program: Path, *, mode: str | None, tokens: int | Non
         verdict_passed, reasons = verdict.passed, list(verdict.reasons)
         near_ties, band = [asdict(t) for t in verdict.near_ties], verdict.band
         if text_input is not None:
-            from .text_metrics import next_token_targets, text_metrics
+            from .checks.text_metrics import next_token_targets, text_metrics
 
             targets = next_token_targets(text_input.ids, pass_.past, m)
             text_doc = {"source": text_input.where, "tokenizer": text_input.tokenizer,

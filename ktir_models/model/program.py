@@ -6,13 +6,13 @@ Two stages, each done once per program:
 1. :func:`parse_program` parses and verifies every node file (a file shared by several nodes is
    read once; a file that is the same text as an earlier one up to its function's and
    arguments' names, a *twin*, is derived from that one's IR in its own names and locations:
-   ``ktir/twins.py``) and checks that each node's function exists and takes exactly the node's
+   ``ktir/exec/twins.py``) and checks that each node's function exists and takes exactly the node's
    arguments. The result, a :class:`ParsedProgram`, needs no machine: the latency model and the
    diagnosis's source locations read it, and any number of machines compile it.
 2. :meth:`ParsedProgram.compile` compiles every node's function on one machine into a
    :class:`LoadedProgram`; its plans are tied to that machine (its back end, LX model, checks).
    Twins share their first file's compile, each with its own run state
-   (``ktir/twin_plans.py``); ``KTIR_MODELS_TWINS=0`` or ``parse_program(..., twins=False)``
+   (``ktir/exec/twin_plans.py``); ``KTIR_MODELS_TWINS=0`` or ``parse_program(..., twins=False)``
    parses, verifies and compiles every file on its own.
 
 :meth:`LoadedProgram.bind` turns buffer addresses (and host scalars) into each node's argument
@@ -30,8 +30,8 @@ from typing import Any, Mapping
 
 from .. import ktir
 from ..errors import UserError
-from ..ktir.twin_plans import compile_functions
-from ..ktir.twins import TwinLoader
+from ..ktir.exec.twin_plans import compile_functions
+from ..ktir.exec.twins import TwinLoader
 from .manifest import Manifest, NodeDecl, Signature, check_node_arguments
 
 

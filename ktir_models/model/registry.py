@@ -128,7 +128,7 @@ def resolve_model(arg: str, manifests_dir: Path | None = None, cache_dir: Path |
             entry = load_registry_entry(name, manifests_dir)
             if entry.repo_id == repo_id:
                 return replace(entry, revision=revision or entry.revision)
-        from ktir_models.model import hub  # the hub client is only needed here
+        from ktir_models.model.weights import hub  # the hub client is only needed here
 
         config_path = hub.fetch_config(repo_id, revision or None, cache_dir)
         return ModelSpec(

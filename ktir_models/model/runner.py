@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import ktir
 from ..errors import UserError
-from .bindings import check_weight_shapes, input_tensor_ids, load_weight
+from .inputs.bindings import check_weight_shapes, input_tensor_ids, load_weight
 from .manifest import MANIFEST_FILE, Manifest
 from .program import LoadedProgram, ParsedProgram, parse_program
 

@@ -33,7 +33,7 @@ import stat
 from pathlib import Path
 
 from ..errors import UserError
-from ..model.report import json_safe
+from ..model.checks.report import json_safe
 from .worker import CaseResult
 
 CASES = "cases"

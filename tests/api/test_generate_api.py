@@ -31,7 +31,7 @@ def _transformers_greedy(model_dir: Path, ids: list[int], new_tokens: int) -> li
 
 
 def test_generation_streams_its_report_and_matches_transformers():
-    from ktir_models.model.inputs import golden_token_ids
+    from ktir_models.model.inputs.runtime_inputs import golden_token_ids
 
     pieces, steps = [], []
     report = ktir_models.generate(str(TINY_MODEL), tokens=3, steps=3, weights=str(TINY_MODEL),

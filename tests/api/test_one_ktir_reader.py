@@ -16,20 +16,20 @@ PACKAGE = REPO / "ktir_models"
 
 #: The parser's modules: they read KTIR text.
 PARSER = {
-    "ktir/parser.py": "the KTIR parser",
+    "ktir/parse/parser.py": "the KTIR parser",
     "ktir/parse/lexer.py": "the parser's tokens",
     "ktir/parse/types.py": "the parser's type syntax",
-    "ktir/affine.py": "the parser's affine maps and sets",
-    "ktir/twins.py": "the loader: files equal up to names (twins) are derived from the first's IR",
+    "ktir/ir/affine.py": "the parser's affine maps and sets",
+    "ktir/exec/twins.py": "the loader: files equal up to names (twins) are derived from the first's IR",
 }
 
 #: Modules whose expressions read something else than KTIR.
 NOT_KTIR = {
-    "model/diagnose.py": "checkpoint tensor names; the node index in an emulator message",
+    "model/checks/diagnose.py": "checkpoint tensor names; the node index in an emulator message",
     "cache_temp.py": "the cache's temporary file names; the host name",
     "model/emit/api.py": "a model name made a KTIR symbol (written, not read)",
     "model/emit/serving.py": "a model name made a KTIR symbol (written, not read)",
-    "model/synthetic.py": "a repository id made a cache folder name",
+    "model/weights/synthetic.py": "a repository id made a cache folder name",
     "model/gguf/names.py": "checkpoint tensor names (HF and GGUF)",
     "model/registry.py": "HuggingFace repository ids",
     "sweep/memory.py": "memory sizes in sweep specs",

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broken_programs import BREAKS, broken_copy  # noqa: E402
 
-from ktir_models.model.diagnose import FLOOR, diagnose, map_nodes, relative_error  # noqa: E402
+from ktir_models.model.checks.diagnose import FLOOR, diagnose, map_nodes, relative_error  # noqa: E402
 from ktir_models.model.manifest import load_manifest  # noqa: E402
 
 LAYER_STEPS = ["input_norm", "q", "k", "v", "rope_q", "rope_k", "attention", "o_proj",
@@ -57,10 +57,10 @@ def test_relative_error_and_worst_element():
 
 @pytest.fixture(scope="module")
 def smollm(corpus_dir):
-    from ktir_models.model.bindings import pass_spec
-    from ktir_models.model.capture import capture_reference
+    from ktir_models.model.inputs.bindings import pass_spec
+    from ktir_models.model.checks.capture import capture_reference
     from ktir_models.model.registry import resolve_model
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     src = corpus_dir / "scratchy" / "smollm2-135m"
     spec = resolve_model("smollm2-135m")
@@ -219,7 +219,7 @@ def test_checking_mode_names_the_overflowing_node(smollm, tmp_path):
     """Layer 2's input RMSNorm computes 1e9 / rms in f32 and narrows it to f16: an overflow.
     With checks it is a warning naming node, function, op location and core (and the node is the
     culprit); with strict checks the run stops there as a fault."""
-    from ktir_models.ktir.checks import NumericChecks
+    from ktir_models.ktir.exec.checks import NumericChecks
 
     src, cfg, ckpt, reference = smollm
     node = 15 * 2

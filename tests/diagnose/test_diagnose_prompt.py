@@ -19,7 +19,8 @@ PROMPT_IDS = [1, 403, 407, 261, 378]  # llama2.c's encoding (tests/model/test_te
 @pytest.mark.slow
 def test_forward_diagnose_with_a_prompt_uses_the_prompts_ids(tmp_path, capsys, monkeypatch):
     from ktir_models.cli import main
-    from ktir_models.model import capture, golden, inputs
+    from ktir_models.model.checks import capture, golden
+    from ktir_models.model.inputs import runtime_inputs as inputs
 
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path / "cache"))
     live = golden.live_logits

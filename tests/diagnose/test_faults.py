@@ -1,7 +1,7 @@
 """Each fault class, triggered by a small program, reported with function, op location and core.
 
 Numeric faults (NaN/Inf from finite inputs, f16 overflow/underflow on narrowing, two cores storing
-the same HBM element) come from the emulator's optional checking mode (ktir/checks.py): collected
+the same HBM element) come from the emulator's optional checking mode (ktir/exec/checks.py): collected
 as warnings, or raised at once with ``strict``. Out-of-bounds accesses, LX overflow and reads of
 never-written HBM are always faults of the emulator itself.
 """
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from ktir_models import ktir
-from ktir_models.ktir.checks import NumericChecks
-from ktir_models.ktir.errors import EmulationFault
+from ktir_models.ktir.exec.checks import NumericChecks
+from ktir_models.ktir.ir.errors import EmulationFault
 
 
 def _view(name, ptr, rows, cols, elem="f16"):

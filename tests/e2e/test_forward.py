@@ -127,8 +127,8 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def _tiny_golden(model_dir: Path, path: Path, perturb: float = 0.0) -> np.ndarray:
-    from ktir_models.model.golden import write_f16_gz
-    from ktir_models.model.weights import load_local
+    from ktir_models.model.checks.golden import write_f16_gz
+    from ktir_models.model.weights.checkpoint import load_local
 
     ckpt = load_local(model_dir, TINY)
     emb = ckpt.read_f16("model.embed_tokens.weight")
@@ -187,7 +187,7 @@ def test_malformed_node_file_is_located(tiny_model: Path, tmp_path: Path) -> Non
 
 
 def test_golden_of_wrong_size(tiny_model: Path, tmp_path: Path) -> None:
-    from ktir_models.model.golden import write_f16_gz
+    from ktir_models.model.checks.golden import write_f16_gz
 
     program = write_tiny_program(tmp_path / "prog")
     write_f16_gz(tmp_path / "g.f16.gz", np.zeros((M, N - 1), dtype=np.float16))

@@ -2,7 +2,7 @@
 
 Seeded synthetic weights, the same tokens and inputs as ``ktir-models forward``: the torch back
 end's logits must pass the live transformers golden by the project's pass rule
-(ktir_models.model.report.judge) and agree with the numpy back end's logits within
+(ktir_models.model.checks.report.judge) and agree with the numpy back end's logits within
 ``LOGIT_REL_TOLERANCE``.
 
 Why a tolerance, and why this one: GEMM partials are summed in f32 by different BLAS kernels, so
@@ -55,13 +55,13 @@ class Forward:
 @pytest.fixture(scope="module")
 def forward_on_both() -> Forward:
     from ktir_models import ktir
-    from ktir_models.model import golden as golden_mod
-    from ktir_models.model.bindings import bind_pass_inputs, pass_spec
+    from ktir_models.model.checks import golden as golden_mod
+    from ktir_models.model.inputs.bindings import bind_pass_inputs, pass_spec
     from ktir_models.model.manifest import load_manifest, validate
     from ktir_models.model.program_checks import parse_and_check
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     spec = resolve_model("smollm2-135m")
     manifest = load_manifest(PROGRAM)
@@ -87,8 +87,8 @@ def forward_on_both() -> Forward:
 @needs_corpus
 @pytest.mark.slow
 def test_torch_forward_passes_the_live_golden(forward_on_both: Forward) -> None:
-    from ktir_models.model import golden as golden_mod
-    from ktir_models.model.report import judge
+    from ktir_models.model.checks import golden as golden_mod
+    from ktir_models.model.checks.report import judge
 
     f = forward_on_both
     assert f.torch_logits.dtype == np.float16 and f.torch_logits.shape == f.golden.shape

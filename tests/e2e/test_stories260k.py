@@ -219,7 +219,7 @@ def test_generate_from_a_gguf_file_uses_its_metadata_tokenizer(hf, tmp_path, cap
 
 def test_text_refuses_a_stored_golden(tmp_path, capsys):
     """A stored golden holds the logits of the ids it was made for: with text it is exit 2."""
-    from ktir_models.model.golden import write_f16_gz
+    from ktir_models.model.checks.golden import write_f16_gz
 
     program = tmp_path / "prog"
     code, out, err = run(["emit", "stories260k", "--mode", "prefill", "--tokens", "4", "--out", str(program)], capsys)

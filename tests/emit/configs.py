@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.synthetic import tiny_config
+from ktir_models.model.weights.synthetic import tiny_config
 
 LLAMA3_SCALING = {
     "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

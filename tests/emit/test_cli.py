@@ -106,10 +106,10 @@ def _f16_tie_rows(model_dir, flags):
     import numpy as np
 
     from ktir_models.model.emit.generation import forward_after_prefill
-    from ktir_models.model.golden import live_logits
-    from ktir_models.model.inputs import golden_token_ids
+    from ktir_models.model.checks.golden import live_logits
+    from ktir_models.model.inputs.runtime_inputs import golden_token_ids
     from ktir_models.model.registry import resolve_model
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     from .test_forward_tiny import f16_ties
 

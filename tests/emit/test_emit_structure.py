@@ -156,7 +156,7 @@ def test_cached_program_reuses_and_keys_on_the_pass(tmp_path, monkeypatch):
 
 
 def test_unsupported_sizes_name_the_config_field_and_write_nothing(tmp_path):
-    from ktir_models.model.synthetic import tiny_config
+    from ktir_models.model.weights.synthetic import tiny_config
 
     cfg = tiny_config(hidden_size=60000, num_attention_heads=4, num_key_value_heads=4, head_dim=16)
     with pytest.raises(UserError, match="hidden_size"):

@@ -14,11 +14,11 @@ from ktir_models.model.emit.generation import forward_after_prefill, generate
 from ktir_models.model.emit.session import Session
 from ktir_models.model.emit import cached_program
 from ktir_models.model.emit.tiling import LX_BYTES
-from ktir_models.model.golden import compare, live_forward, live_logits
-from ktir_models.model.inputs import golden_token_ids
-from ktir_models.model.report import REL_TOLERANCE, judge
-from ktir_models.model.synthetic import ensure_synthetic, tiny_config
-from ktir_models.model.weights import Checkpoint
+from ktir_models.model.checks.golden import compare, live_forward, live_logits
+from ktir_models.model.inputs.runtime_inputs import golden_token_ids
+from ktir_models.model.checks.report import REL_TOLERANCE, judge
+from ktir_models.model.weights.synthetic import ensure_synthetic, tiny_config
+from ktir_models.model.weights.checkpoint import Checkpoint
 
 from .configs import tiny_configs
 

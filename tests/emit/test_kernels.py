@@ -13,8 +13,8 @@ from ktir_models.model.emit.kernels.rmsnorm import rmsnorm_kernel
 from ktir_models.model.emit.kernels.rope import rope_kernel
 from ktir_models.model.emit.kernels.rows import RowBase
 from ktir_models.model.emit.tiling import LX_BYTES, plan_gemm
-from ktir_models.model.inputs import prefix_mask, rope_tables
-from ktir_models.model.synthetic import tiny_config
+from ktir_models.model.inputs.runtime_inputs import prefix_mask, rope_tables
+from ktir_models.model.weights.synthetic import tiny_config
 
 from .harness import close, f16, run_kernel
 

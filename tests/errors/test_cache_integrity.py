@@ -17,7 +17,7 @@ from ktir_models import cache_entries
 from ktir_models.cache_entries import DAMAGED_MARK, DIGEST_FILE, verify_entry
 from ktir_models.model.emit.generation import generate
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 from .cli_harness import REPO_ROOT, assert_user_error, run_cli
 

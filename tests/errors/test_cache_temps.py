@@ -12,7 +12,7 @@ import pytest
 
 from ktir_models import cache_temp
 from ktir_models.cache_temp import is_stale, make_temp_dir, remove_stale_temps
-from ktir_models.model.synthetic import ensure_synthetic, synthetic_dir, tiny_config
+from ktir_models.model.weights.synthetic import ensure_synthetic, synthetic_dir, tiny_config
 
 
 def _dead_pid() -> int:

@@ -10,7 +10,7 @@ import pytest
 
 from ktir_models.errors import UserError
 from ktir_models.model.config import MAX_PASS_BYTES, ModelConfig, estimate_pass_cost
-from ktir_models.model.synthetic import tiny_config
+from ktir_models.model.weights.synthetic import tiny_config
 
 from .cli_harness import assert_user_error, run_cli
 

@@ -96,7 +96,7 @@ def test_lone_surrogate_prompt_is_exit_2(stories):
 
 
 def test_prompt_over_the_bound_is_exit_2(stories):
-    from ktir_models.model.text_input import MAX_TEXT_BYTES
+    from ktir_models.model.inputs.text import MAX_TEXT_BYTES
 
     assert_user_error(
         forward_text(stories, "--prompt", "a" * (MAX_TEXT_BYTES + 1)), "--prompt:", "more than"
@@ -243,8 +243,8 @@ def test_valid_chat_template_gives_the_ids_transformers_gives(stories):
     """The bounded renderer is transformers' environment: the same text, so the same ids as
     ``apply_chat_template`` (the independent reference) for a ChatML-like template."""
     from ktir_models.model.registry import resolve_model
-    from ktir_models.model.tokenizer import load_tokenizer
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.inputs.tokenizer import load_tokenizer
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     _set_template(stories, CHATML)
     tok = load_tokenizer(get_checkpoint(resolve_model(str(stories)), str(stories)))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ktir_models.model.config import ModelConfig
-from ktir_models.model.golden import compare
-from ktir_models.model.report import judge
-from ktir_models.model.synthetic import tiny_config
+from ktir_models.model.checks.golden import compare
+from ktir_models.model.checks.report import judge
+from ktir_models.model.weights.synthetic import tiny_config
 
 WINDOW = 5
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ktir_models.model.synthetic import ensure_synthetic
-from ktir_models.model.weights import Checkpoint
+from ktir_models.model.weights.synthetic import ensure_synthetic
+from ktir_models.model.weights.checkpoint import Checkpoint
 
 from .configs import FAMILY_CONFIGS
 

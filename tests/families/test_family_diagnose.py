@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ktir_models.model.diagnose import diagnose, map_nodes
+from ktir_models.model.checks.diagnose import diagnose, map_nodes
 from ktir_models.model.emit import emit_program
 from ktir_models.model.manifest import load_manifest
 

@@ -10,8 +10,8 @@ import pytest
 
 from ktir_models.model.emit.generation import forward_after_prefill, generate
 from ktir_models.model.emit.tiling import LX_BYTES
-from ktir_models.model.golden import live_logits
-from ktir_models.model.inputs import golden_token_ids
+from ktir_models.model.checks.golden import live_logits
+from ktir_models.model.inputs.runtime_inputs import golden_token_ids
 
 from .configs import FAMILY_CONFIGS, verdict
 

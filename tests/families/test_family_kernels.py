@@ -14,7 +14,7 @@ from ktir_models.model.emit.kernels.gemm import gemm_kernel
 from ktir_models.model.emit.kernels.rmsnorm import rmsnorm_kernel
 from ktir_models.model.emit.kernels.rows import RowBase
 from ktir_models.model.emit.tiling import LX_BYTES
-from ktir_models.model.inputs import prefix_mask
+from ktir_models.model.inputs.runtime_inputs import prefix_mask
 
 from emit.harness import close, f16, run_kernel  # tests/emit: the one-kernel harness
 

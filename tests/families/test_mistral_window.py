@@ -13,9 +13,9 @@ import pytest
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.emit.generation import forward_after_prefill
 from ktir_models.model.families.mistral import DEFAULT_SLIDING_WINDOW
-from ktir_models.model.golden import live_logits, load_transformers_model
-from ktir_models.model.synthetic import ensure_synthetic, tiny_config
-from ktir_models.model.weights import Checkpoint
+from ktir_models.model.checks.golden import live_logits, load_transformers_model
+from ktir_models.model.weights.synthetic import ensure_synthetic, tiny_config
+from ktir_models.model.weights.checkpoint import Checkpoint
 
 from .configs import verdict
 

@@ -16,8 +16,8 @@ from ktir_models.model.emit import emit_program
 from ktir_models.model.emit.llama import LayerWeights, LlamaEmitter
 from ktir_models.model.emit.program import Tensor
 from ktir_models.model.emit.session import Session
-from ktir_models.model.golden import live_logits
-from ktir_models.model.inputs import golden_token_ids
+from ktir_models.model.checks.golden import live_logits
+from ktir_models.model.inputs.runtime_inputs import golden_token_ids
 
 from .configs import FAMILY_CONFIGS, WINDOW, verdict
 

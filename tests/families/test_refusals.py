@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ktir_models.cli import main
-from ktir_models.model.synthetic import tiny_config
+from ktir_models.model.weights.synthetic import tiny_config
 
 REFUSED = [
     ({"model_type": "granitemoehybrid"}, "model_type", "Mamba"),

@@ -70,9 +70,9 @@ def test_real_size_forward_matches_transformers(tmp_path, monkeypatch, name, mod
     """Synthetic weights of the real architecture; transformers in f32 needs 4x the f16 bytes, so
     the 7B mistral entries are checked for emission only (above)."""
     from ktir_models.model.emit.generation import forward_after_prefill
-    from ktir_models.model.golden import live_logits
-    from ktir_models.model.synthetic import ensure_synthetic
-    from ktir_models.model.weights import Checkpoint
+    from ktir_models.model.checks.golden import live_logits
+    from ktir_models.model.weights.synthetic import ensure_synthetic
+    from ktir_models.model.weights.checkpoint import Checkpoint
 
     from .configs import verdict
 

@@ -25,7 +25,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 from ktir_models.ktir.backends.numpy_backend import NumpyBackend  # noqa: E402
 from ktir_models.ktir.backends.torch_backend import TorchBackend  # noqa: E402
-from ktir_models.ktir.machine import LXMemory  # noqa: E402
+from ktir_models.ktir.exec.machine import LXMemory  # noqa: E402
 
 N = NumpyBackend()
 T = TorchBackend("cpu")

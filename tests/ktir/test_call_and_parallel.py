@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 ktir = pytest.importorskip("ktir_models.ktir")
-from ktir_models.ktir.printer import print_generic  # noqa: E402
+from ktir_models.ktir.parse.printer import print_generic  # noqa: E402
 
 HBM = "#ktdp.spyre_memory_space<HBM>"
 

@@ -7,7 +7,7 @@ import pytest
 from ktir_models import ktir
 from ktir_models.cli import main
 from ktir_models.errors import UserError
-from ktir_models.ktir.errors import Diagnostic, Location
+from ktir_models.ktir.ir.errors import Diagnostic, Location
 
 
 def test_ktir_error_lists_every_diagnostic_one_per_line():

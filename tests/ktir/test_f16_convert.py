@@ -128,7 +128,7 @@ def test_f16_max_and_min_reductions_select_numpys_values():
     """linalg.reduce max/min of large f16 operands widen natively and reduce in f32: the value
     selected is numpy's float16 one (NaN rows stay NaN; maxnumf/minnumf skip NaN)."""
     from ktir_models.ktir.backends import make_backend
-    from ktir_models.ktir.ir import TensorType
+    from ktir_models.ktir.ir.nodes import TensorType
     from ktir_models.ktir.dialects.linalg import fast_reduce as _fast_reduce
 
     xp = make_backend("numpy")
@@ -147,7 +147,7 @@ def test_f16_max_and_min_reductions_select_numpys_values():
 
 
 def test_f16_all_finite_finds_every_inf_and_nan():
-    from ktir_models.ktir.machine import f16_all_finite
+    from ktir_models.ktir.exec.machine import f16_all_finite
 
     if not seqmm.available():
         pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")

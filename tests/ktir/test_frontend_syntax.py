@@ -47,8 +47,8 @@ def test_check_refuses_an_unknown_op_in_either_form(tmp_path, capsys, line: str,
 def test_an_op_kind_with_a_rule_but_no_builder_is_refused(monkeypatch) -> None:
     """The verifier asks the registry for a builder, not only a rule: an op kind that parses
     and has a verify rule but that the compiler cannot build does not check clean."""
-    from ktir_models.ktir import registry
-    from ktir_models.ktir.verify_rules import Rule
+    from ktir_models.ktir.ir import registry
+    from ktir_models.ktir.verify.rules import Rule
 
     monkeypatch.setitem(registry.REGISTRY, "test.half_done", registry.OpDef(
         "test.half_done", syntax=lambda p, op: [], verify=Rule((0, 0), (0, 0))))

@@ -1,7 +1,7 @@
 """MLIR's generic op form gives the same IR as the custom form, and runs bit-identically.
 
 Every ktir-examples kernel, every positive ktir-frontend file and the first nodes of each
-scratchy fixture are printed in generic form by our printer (ktir/printer.py), parsed back, and
+scratchy fixture are printed in generic form by our printer (ktir/parse/printer.py), parsed back, and
 compared op by op with the custom-form parse (names aside). Then every ktir-examples kernel
 runner of test_examples.py runs twice, once on each parse, and the HBM contents after every
 plan run must be byte-identical. Plus hand-written generic text in the spellings MLIR tools
@@ -19,10 +19,10 @@ import pytest
 from conftest import corpus_missing_reason, corpus_path
 
 ktir = pytest.importorskip("ktir_models.ktir")
-from ktir_models.ktir import affine  # noqa: E402
-from ktir_models.ktir.plan import Plan  # noqa: E402
-from ktir_models.ktir.ir import DenseConstant  # noqa: E402
-from ktir_models.ktir.printer import print_generic  # noqa: E402
+from ktir_models.ktir.ir import affine  # noqa: E402
+from ktir_models.ktir.exec.plan import Plan  # noqa: E402
+from ktir_models.ktir.ir.nodes import DenseConstant  # noqa: E402
+from ktir_models.ktir.parse.printer import print_generic  # noqa: E402
 
 NEGATIVE = ("invalid.mlir", "attrs-verify-negative.mlir")
 
@@ -263,7 +263,7 @@ def test_malformed_generic_ops_are_located_errors(text: str, message: str) -> No
 def test_generic_text_parses_alike_with_and_without_the_parse_caches() -> None:
     """The line cache and op templates (parse_text's defaults) give the reference parse on
     generic text too, the second time round included (templates recorded the first time)."""
-    from ktir_models.ktir import parser as P
+    from ktir_models.ktir.parse import parser as P
 
     reason = corpus_missing_reason()
     if reason is not None:

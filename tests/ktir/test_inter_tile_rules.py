@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ktir_models import ktir
-from ktir_models.ktir.printer import print_generic
+from ktir_models.ktir.parse.printer import print_generic
 from test_cli_ktir import cli
 from test_inter_tile import (FIRST_TWO, GROUP, LAST_TWO, LEAD, MIRROR, PREFIX, consume,
                              kernel_text, produce, reduce)

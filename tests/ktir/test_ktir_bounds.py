@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from ktir_models import ktir
-from ktir_models.ktir import affine, parser
+from ktir_models.ktir.ir import affine
+from ktir_models.ktir.parse import parser
 from ktir_models.ktir.parse import bounds, lexer
 
 

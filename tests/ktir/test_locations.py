@@ -14,8 +14,8 @@ import pytest
 from conftest import corpus_path
 
 from ktir_models import ktir
-from ktir_models.ktir.printer import print_generic
-from ktir_models.ktir.source_loc import CallSiteLoc, FileLoc, FusedLoc, NameLoc, UnknownLoc
+from ktir_models.ktir.parse.printer import print_generic
+from ktir_models.ktir.ir.source_loc import CallSiteLoc, FileLoc, FusedLoc, NameLoc, UnknownLoc
 
 # KTIR written by others (read in place): $KTIR_UPSTREAM, else next to the corpus
 UPSTREAM = Path(os.environ.get("KTIR_UPSTREAM")
@@ -241,7 +241,7 @@ def test_upstream_programs_with_locations_are_not_refused_for_them(path) -> None
 def test_replayed_ops_get_their_own_locations() -> None:
     """Ops parsed from a recorded template (same tokens as an earlier op) still read their own
     trailing loc(...); the cached parse equals the reference one."""
-    from ktir_models.ktir import parser
+    from ktir_models.ktir.parse import parser
 
     fn = ('func.func @f{k}() {{\n  %c = arith.constant 1 : index loc("r.py":{k}:1)\n'
           '  return\n}}\n')

@@ -1,4 +1,4 @@
-"""LX accounting as an allocator would do it (ktir/lx_liveness.py), from first principles.
+"""LX accounting as an allocator would do it (ktir/verify/lx_liveness.py), from first principles.
 
 Every expected figure below is worked out by hand from the rules in the module docstring: a value
 holds a buffer from its definition to its last use; an elementwise result may take the buffer of a
@@ -13,7 +13,7 @@ import pytest
 
 from ktir_models import ktir
 from ktir_models.errors import UserError
-from ktir_models.ktir.lx_liveness import account
+from ktir_models.ktir.verify.lx_liveness import account
 
 MIB = 1 << 20
 T = "tensor<32x8192xf16>"  # 512 KiB

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import corpus_missing_reason, corpus_path
 from ktir_models import ktir
-from ktir_models.ktir.checks import NumericChecks
+from ktir_models.ktir.exec.checks import NumericChecks
 
 SENTINEL = -7.25
 

@@ -13,7 +13,7 @@ import pytest
 from test_machine import box, load, program, store, tile
 
 from ktir_models import ktir
-from ktir_models.ktir.ir import MemorySpace, MemRefType
+from ktir_models.ktir.ir.nodes import MemorySpace, MemRefType
 from ktir_models.model.emit import emit_program
 from ktir_models.model.emit.fixtures import FIXTURE_MODELS, FIXTURE_PASSES, FIXTURES_DIR
 
@@ -114,13 +114,13 @@ def test_emitted_text_is_in_the_current_spelling(tmp_path):
 def fixture_logits(program_dir, model: str) -> np.ndarray:
     """The logits of one pass of fixture ``program_dir`` on its vendored inputs (as ``forward
     --golden vendored`` runs it)."""
-    from ktir_models.model.bindings import bind_pass_inputs, input_tensor_ids, pass_spec
-    from ktir_models.model.bindings import read_vendored_inputs
+    from ktir_models.model.inputs.bindings import bind_pass_inputs, input_tensor_ids, pass_spec
+    from ktir_models.model.inputs.bindings import read_vendored_inputs
     from ktir_models.model.emit.generation import prefill_cache_inputs
     from ktir_models.model.manifest import load_manifest
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     spec = resolve_model(str(FIXTURES_DIR / "models" / model))
     manifest = load_manifest(program_dir)

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from conftest import corpus_missing_reason, corpus_path
-from ktir_models.ktir import parser as P
-from ktir_models.ktir.errors import KtirError
+from ktir_models.ktir.parse import parser as P
+from ktir_models.ktir.ir.errors import KtirError
 from ktir_models.ktir.parse import lexer
-from ktir_models.ktir.verify import verify
+from ktir_models.ktir.verify.verifier import verify
 
 
 def dump(module) -> list:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ktir_models import ktir
-from ktir_models.ktir.ir import AccessTileType, MemorySpace, MemRefType, TensorType, TileFutureType
+from ktir_models.ktir.ir.nodes import AccessTileType, MemorySpace, MemRefType, TensorType, TileFutureType
 
 
 def fn_of(text: str):

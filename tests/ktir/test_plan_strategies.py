@@ -1,4 +1,4 @@
-"""A plan's run strategy (ktir/strategies.py) is chosen once, at its first run, and again only at
+"""A plan's run strategy (ktir/exec/strategies.py) is chosen once, at its first run, and again only at
 the tier-up of its second run or when the machine's ``grid_batching`` changes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 from test_stacked import bits, softmax_rows
 
 from ktir_models import ktir
-from ktir_models.ktir import strategies
+from ktir_models.ktir.exec import strategies
 
 
 def _run(machine, plan, x):

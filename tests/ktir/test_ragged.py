@@ -1,4 +1,4 @@
-"""Ragged repeats (ktir/reroll.py, ktir/ragged_steps.py): unrolled rows whose tiles grow with the
+"""Ragged repeats (ktir/exec/reroll.py, ktir/exec/ragged_steps.py): unrolled rows whose tiles grow with the
 row, run side by side on padded values, bit-identical to the plain plan; declined where padding
 could change a result."""
 
@@ -10,7 +10,7 @@ from conftest import scratchy_program
 from test_machine import load, program, store, tile, view
 
 from ktir_models import ktir
-from ktir_models.ktir.reroll import find_repeats
+from ktir_models.ktir.exec.reroll import find_repeats
 
 RNG = np.random.default_rng(5)
 D = 16  # head dim

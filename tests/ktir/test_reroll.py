@@ -1,4 +1,4 @@
-"""Unrolled repeats run side by side (ktir/reroll.py): same bytes and faults as the plain plan,
+"""Unrolled repeats run side by side (ktir/exec/reroll.py): same bytes and faults as the plain plan,
 and only where the groups are isomorphic and independent."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from test_fastpaths import bind_node
 from test_machine import load, program, store, tile, view
 
 from ktir_models import ktir
-from ktir_models.ktir.reroll import find_repeats
+from ktir_models.ktir.exec.reroll import find_repeats
 
 RNG = np.random.default_rng(11)
 
@@ -67,7 +67,7 @@ def test_independent_groups_are_rerolled_and_bit_identical():
 @pytest.fixture(autouse=True)
 def small_functions_qualify(monkeypatch):
     """These kernels are small; the size threshold only saves compile time on real programs."""
-    from ktir_models.ktir import reroll
+    from ktir_models.ktir.exec import reroll
 
     monkeypatch.setattr(reroll, "_MIN_OPS", 1)
 

@@ -248,7 +248,7 @@ def test_the_latency_model_notes_an_unknown_trip_count():
 def test_generic_form_prints_and_reads_back_and_runs_the_same():
     """scf.while, scf.condition and tensor.reshape printed in MLIR's generic form read back to
     a module that prints the same and runs to the same bits."""
-    from ktir_models.ktir.printer import print_generic
+    from ktir_models.ktir.parse.printer import print_generic
 
     body = WHILE_BODY.replace(
         store("r#1", "to", (1, 8), "f32"),

@@ -71,7 +71,7 @@ def test_kloop_rule_is_bit_identical_to_the_plain_loop(native_matmul, transpose_
 
 
 def test_the_fused_step_names_its_rule_and_the_plain_loop_none(native_matmul):
-    from ktir_models.ktir.compile import Compiler
+    from ktir_models.ktir.exec.compile import Compiler
 
     fn = kloop_gemm(1, 64, 8, 16, True)
     (loop,) = [op for op in fn.walk() if op.name == "scf.for"]

@@ -14,7 +14,7 @@ from conftest import corpus_path
 from scipy.special import erf
 
 from ktir_models import ktir
-from ktir_models.ktir.errors import KtirError
+from ktir_models.ktir.ir.errors import KtirError
 
 
 def upstream_dir() -> Path:
@@ -68,7 +68,7 @@ def _frontend_file(name: str) -> str:
 def test_frontend_ops_file_checks_and_prints_back():
     """Every op of the frontend's ops.mlir checks; the generic form we print reads back to the
     same IR (printed again: the same text)."""
-    from ktir_models.ktir.printer import print_generic
+    from ktir_models.ktir.parse.printer import print_generic
 
     module = ktir.parse_text(_frontend_file("fe_Dialect_SpyreOp_ops.mlir"), "ops.mlir")
     ktir.verify(module)

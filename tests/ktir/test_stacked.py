@@ -1,4 +1,4 @@
-"""The grid as a batch dimension (ktir/stacked.py): one run for all cores must give exactly the
+"""The grid as a batch dimension (ktir/exec/stacked.py): one run for all cores must give exactly the
 bytes, and the faults, of running the cores one after the other (``grid_batching=False``)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from test_fastpaths import bind_node
 from test_machine import load, program, store, tile, view
 
 from ktir_models import ktir
-from ktir_models.ktir.stacked import varying_values
+from ktir_models.ktir.exec.stacked import varying_values
 
 RNG = np.random.default_rng(7)
 

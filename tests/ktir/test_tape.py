@@ -1,4 +1,4 @@
-"""Tapes (ktir/tape.py): a plan run again with the same arguments replays its recorded data steps.
+"""Tapes (ktir/exec/tape.py): a plan run again with the same arguments replays its recorded data steps.
 
 Replays must give exactly the bytes, and the faults, of running the steps: with fresh data in
 memory on every run, with addresses computed from data, with loop bounds read from memory, with
@@ -15,7 +15,7 @@ from test_fastpaths import bind_node
 from test_machine import load, program, store, tile, view
 
 from ktir_models import ktir
-from ktir_models.ktir.tape import static_values
+from ktir_models.ktir.exec.tape import static_values
 
 RNG = np.random.default_rng(11)
 RUNS = 5  # run 1 plain, 2 stacked/rerolled (tier-up), 3 records, 4 and 5 replay

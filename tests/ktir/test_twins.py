@@ -1,4 +1,4 @@
-"""Twin files (ktir/twins.py, ktir/twin_plans.py): files that are one text up to the function's and
+"""Twin files (ktir/exec/twins.py, ktir/exec/twin_plans.py): files that are one text up to the function's and
 arguments' names load, verify, compile and fault exactly as each file on its own would; files
 that differ in one more character are not twins."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from ktir_models import ktir
-from ktir_models.ktir.printer import print_generic
-from ktir_models.ktir.twin_plans import TwinPlan, compile_functions
-from ktir_models.ktir.twins import DerivedFunction, TwinLoader, load_modules
+from ktir_models.ktir.parse.printer import print_generic
+from ktir_models.ktir.exec.twin_plans import TwinPlan, compile_functions
+from ktir_models.ktir.exec.twins import DerivedFunction, TwinLoader, load_modules
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("KTIR_CORPUS", REPO.parent / "shared" / "corpus"))
@@ -177,7 +177,7 @@ def test_a_fault_in_a_twin_names_its_function_file_op_and_argument(tmp_path, arg
 
 
 def test_a_checking_machine_compiles_every_twin_on_its_own(tmp_path):
-    from ktir_models.ktir.checks import NumericChecks
+    from ktir_models.ktir.exec.checks import NumericChecks
 
     machine = ktir.Machine()
     machine.checks = NumericChecks()

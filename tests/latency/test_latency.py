@@ -173,7 +173,7 @@ def test_an_ops_cost_is_its_registry_part(monkeypatch):
     that generic rule (arith.addf declared "vector": 128 elements / 64 lanes = 2 cycles; made
     "layout" it moves to the layout column, unchanged), an unknown category is refused by name,
     and an op kind without a cost part is free with a note."""
-    from ktir_models.ktir import registry
+    from ktir_models.ktir.ir import registry
     from ktir_models.ktir.latency.walker import GENERIC_RULES
 
     for name, opdef in registry.REGISTRY.items():

@@ -7,12 +7,12 @@ import numpy as np
 
 from conftest import REPO_ROOT
 from ktir_models import ktir
-from ktir_models.model.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
+from ktir_models.model.inputs.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
                                         read_vendored_inputs)
 from ktir_models.model.manifest import load_manifest
 from ktir_models.model.registry import resolve_model
 from ktir_models.model.runner import Runner
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 FIXTURES = REPO_ROOT / "fixtures"
 

@@ -203,7 +203,7 @@ TEST_CONFIG = dict(
 def seeded_checkpoint(root: Path, tied: bool = True, seed: int = 7) -> Path:
     """The seeded synthetic checkpoint (HF layout, f16) of TEST_CONFIG under ``root``."""
     from ktir_models.model.config import ModelConfig
-    from ktir_models.model.synthetic import ensure_synthetic
+    from ktir_models.model.weights.synthetic import ensure_synthetic
 
     cfg = ModelConfig.from_hf_dict(dict(TEST_CONFIG, tie_word_embeddings=tied), "TEST_CONFIG")
     return ensure_synthetic("gguf-tied" if tied else "gguf-untied", cfg, seed=seed, cache_root=Path(root))

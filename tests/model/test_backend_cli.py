@@ -24,7 +24,7 @@ from test_runner_tiny import TINY, write_tiny_checkpoint, write_tiny_program  # 
 from conftest import REPO_ROOT  # noqa: E402
 from ktir_models.errors import UserError  # noqa: E402
 from ktir_models.ktir.backends import make_backend  # noqa: E402
-from ktir_models.model.bindings import (  # noqa: E402
+from ktir_models.model.inputs.bindings import (  # noqa: E402
     PassSpec,
     bind_pass_inputs,
     input_tensor_ids,
@@ -79,7 +79,7 @@ def test_forward_torch_cpu_passes_its_golden_and_names_the_backend(torch_forward
 def _fixture_logits(directory: Path, backend: str) -> np.ndarray:
     """One pass of a vendored fixture through the model layer's Runner on ``backend`` (cpu)."""
     from ktir_models.model.registry import resolve_model
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     manifest = load_manifest(directory)
     spec = resolve_model(str(TINY_MHA))
@@ -214,13 +214,13 @@ def test_device_out_of_memory_outside_a_kernel_is_one_line(monkeypatch, capsys):
 
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory):
-    from ktir_models.model.weights import load_local
+    from ktir_models.model.weights.checkpoint import load_local
 
     return load_local(write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-ckpt")), TINY)
 
 
 def test_runner_on_torch_flags_nonfinite_and_reads_only_what_it_must(tmp_path, tiny_checkpoint, monkeypatch):
-    from ktir_models.ktir.machine import Buffer
+    from ktir_models.ktir.exec.machine import Buffer
 
     man = load_manifest(write_tiny_program(tmp_path / "tiny"))
     runner = Runner(man, show_progress=False, backend=make_backend("torch", "cpu"))

@@ -21,7 +21,7 @@ from gguf_files import FORWARD_FILES, GgufSpec, converter_permute, seeded_checkp
 from ktir_models.model.config import ModelConfig
 from ktir_models.model.gguf import load_gguf
 from ktir_models.model.gguf.permute import hf_row_order
-from ktir_models.model.weights import load_local
+from ktir_models.model.weights.checkpoint import load_local
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ def source(tmp_path_factory) -> Path:
 def test_vocabulary_from_metadata_round_trips_text(source, tmp_path) -> None:
     from tokenizers import Tokenizer
 
-    from ktir_models.model.tokenizer import load_tokenizer
+    from ktir_models.model.inputs.tokenizer import load_tokenizer
 
     ckpt = load_gguf(write_gguf(tmp_path / "vocab.gguf", source, GgufSpec(vocab=True)))
     tok = load_tokenizer(ckpt)
@@ -55,7 +55,7 @@ def test_byte_level_vocabulary_from_metadata(source, tmp_path) -> None:
     tokenizer, and text (with non-ASCII bytes) round-trips."""
     from gguf_files import byte_level_vocab
 
-    from ktir_models.model.tokenizer import load_tokenizer
+    from ktir_models.model.inputs.tokenizer import load_tokenizer
 
     metadata, reference = byte_level_vocab()
     tok = load_tokenizer(load_gguf(write_gguf(tmp_path / "bpe.gguf", source, GgufSpec(metadata=metadata))))

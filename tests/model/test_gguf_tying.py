@@ -19,7 +19,7 @@ from gguf_files import GgufSpec, seeded_checkpoint, write_gguf
 from ktir_models.cli import main
 from ktir_models.model.gguf import load_gguf
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 pytest.importorskip("transformers")
 

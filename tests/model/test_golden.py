@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from ktir_models.errors import UserError
-from ktir_models.model.golden import Metrics, compare, live_forward, live_logits, read_f16_gz, write_f16_gz
-from ktir_models.model.inputs import golden_token_ids, rope_inv_freq
-from ktir_models.model.synthetic import tiny_config, write_synthetic
-from ktir_models.model.weights import load_local
+from ktir_models.model.checks.golden import Metrics, compare, live_forward, live_logits, read_f16_gz, write_f16_gz
+from ktir_models.model.inputs.runtime_inputs import golden_token_ids, rope_inv_freq
+from ktir_models.model.weights.synthetic import tiny_config, write_synthetic
+from ktir_models.model.weights.checkpoint import load_local
 
 
 def test_f16_gz_format_is_raw_little_endian_rows(tmp_path):

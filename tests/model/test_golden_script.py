@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from ktir_models.errors import UserError
-from ktir_models.model.golden import live_forward, read_f16_gz
-from ktir_models.model.inputs import MASKED, embedding_rows, golden_token_ids, rope_tables
+from ktir_models.model.checks.golden import live_forward, read_f16_gz
+from ktir_models.model.inputs.runtime_inputs import MASKED, embedding_rows, golden_token_ids, rope_tables
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.synthetic import tiny_config, write_synthetic
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.synthetic import tiny_config, write_synthetic
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gen_golden.py"
 

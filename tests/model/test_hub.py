@@ -18,8 +18,8 @@ import pytest
 
 from ktir_models.errors import UserError
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.synthetic import tiny_config, write_synthetic
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.synthetic import tiny_config, write_synthetic
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 REPO = "testorg/tiny-llama"
 COMMIT_A = "a" * 40
@@ -108,7 +108,7 @@ def test_a_fresh_process_honours_hf_home_and_offline(hub_cache):
     env.update(HF_HOME=str(hub_cache / "home"), HF_HUB_OFFLINE="1")
     code = (
         "from ktir_models.model.registry import resolve_model\n"
-        "from ktir_models.model.weights import get_checkpoint\n"
+        "from ktir_models.model.weights.checkpoint import get_checkpoint\n"
         f"c = get_checkpoint(resolve_model('{REPO}@v2'), 'hub')\n"
         "print(c.origin, c.directory.name, len(c.tensor_names()))\n"
     )

@@ -41,9 +41,9 @@ def test_emulator_never_imports_the_model_side():
 
 def test_graph_sees_function_level_and_relative_imports():
     # Known edges of the real package, one of each kind the script must parse.
-    assert "ktir_models.model.synthetic" in GRAPH["ktir_models.model.weights"]  # inside a function
+    assert "ktir_models.model.weights.synthetic" in GRAPH["ktir_models.model.weights.checkpoint"]  # inside a function
     assert "ktir_models.model.manifest" in GRAPH["ktir_models.model.runner"]  # `from .manifest import`
-    assert "ktir_models.model.checkpoint_shapes" in GRAPH["ktir_models.model.synthetic"]  # absolute
+    assert "ktir_models.model.weights.checkpoint_shapes" in GRAPH["ktir_models.model.weights.synthetic"]  # absolute
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:

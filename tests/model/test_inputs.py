@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from ktir_models.errors import UserError
-from ktir_models.model.golden import live_forward
-from ktir_models.model.inputs import (
+from ktir_models.model.checks.golden import live_forward
+from ktir_models.model.inputs.runtime_inputs import (
     MASKED, causal_mask, decode_mask, embedding_rows, golden_token_ids, kv_heads_to_cache, prefix_mask,
     rope_inv_freq, rope_tables, zero_kv_prefix)
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.synthetic import tiny_config, write_synthetic
-from ktir_models.model.weights import load_local
+from ktir_models.model.weights.synthetic import tiny_config, write_synthetic
+from ktir_models.model.weights.checkpoint import load_local
 
 
 def _hf_rotary(cfg, positions):

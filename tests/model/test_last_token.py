@@ -12,10 +12,10 @@ import pytest
 
 from fixture_runs import FIXTURES, bits, prepared
 from ktir_models.ktir.backends import seqmm
-from ktir_models.model import golden as golden_mod
-from ktir_models.model.bindings import pass_spec
+from ktir_models.model.checks import golden as golden_mod
+from ktir_models.model.inputs.bindings import pass_spec
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.report import judge
+from ktir_models.model.checks.report import judge
 
 PREFILLS = [("tiny-mha-prefill7", "tiny-mha"), ("tiny-gqa4-llama3-prefill32", "tiny-gqa4-llama3")]
 native = pytest.mark.skipif(not seqmm.available(),

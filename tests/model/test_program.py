@@ -17,7 +17,7 @@ from test_runner_tiny import write_tiny_program  # noqa: E402
 
 from ktir_models import ktir, readers  # noqa: E402
 from ktir_models.errors import UserError  # noqa: E402
-from ktir_models.ktir.twins import TwinLoader  # noqa: E402
+from ktir_models.ktir.exec.twins import TwinLoader  # noqa: E402
 from ktir_models.model import manifest as manifest_mod  # noqa: E402
 from ktir_models.model.emitted import emitted_fields, is_emitted  # noqa: E402
 from ktir_models.model.manifest import ManifestError, load_manifest  # noqa: E402
@@ -30,7 +30,7 @@ FIXTURES = REPO / "fixtures"
 @pytest.fixture
 def counted(monkeypatch):
     """Counts of manifest reads (by directory) and of node-file loads (by path: parsed, or
-    derived from a twin's parse, ktir/twins.py)."""
+    derived from a twin's parse, ktir/exec/twins.py)."""
     manifests: Counter = Counter()
     parses: Counter = Counter()
     real_read_json, real_load_module = readers.read_json, TwinLoader.load
@@ -81,8 +81,8 @@ def test_decode_after_prefill_forward_reads_its_manifest_once(counted, capsys):
 
 
 def test_diagnosis_compiles_a_given_parse_without_parsing_again(counted):
-    from ktir_models.model.diagnose import diagnose
-    from ktir_models.model.weights import load_local
+    from ktir_models.model.checks.diagnose import diagnose
+    from ktir_models.model.weights.checkpoint import load_local
 
     _, parses = counted
     program = FIXTURES / "tiny-mha-decode"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ktir_models.ktir import load_module
-from ktir_models.ktir.printer import print_generic
+from ktir_models.ktir.parse.printer import print_generic
 from ktir_models.model.manifest import ManifestError, load_manifest
 from ktir_models.model.program import parse_program
 from ktir_models.model.program_checks import arg_views, parse_and_check

@@ -1,4 +1,4 @@
-"""Twin node files (ktir/twins.py) in a loaded program: the scratchy smollm2-135m prefill program
+"""Twin node files (ktir/exec/twins.py) in a loaded program: the scratchy smollm2-135m prefill program
 (452 node files, 11 twin keys) runs bit-identically with and without twin sharing, a fault in a
 twin names the twin's node, function and file, and ``KTIR_MODELS_TWINS=0`` switches sharing off."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ktir_models import ktir
-from ktir_models.ktir.twin_plans import TwinPlan
+from ktir_models.ktir.exec.twin_plans import TwinPlan
 from ktir_models.model.manifest import load_manifest
 from ktir_models.model.program import parse_program
 
@@ -22,11 +22,11 @@ needs_corpus = pytest.mark.skipif(not PREFILL.is_dir(),
 
 
 def _runner(twins: bool):
-    from ktir_models.model.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
+    from ktir_models.model.inputs.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
                                             read_vendored_inputs)
     from ktir_models.model.registry import resolve_model
     from ktir_models.model.runner import Runner
-    from ktir_models.model.weights import get_checkpoint
+    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     spec = resolve_model("smollm2-135m")
     manifest = load_manifest(PREFILL)
@@ -80,7 +80,7 @@ def test_a_fault_in_a_twin_names_the_twins_function_file_and_op():
 
 def test_the_switch_turns_sharing_off(monkeypatch):
     monkeypatch.setenv("KTIR_MODELS_TWINS", "0")
-    from ktir_models.ktir.twins import TwinLoader
+    from ktir_models.ktir.exec.twins import TwinLoader
 
     assert TwinLoader().share is False
     monkeypatch.delenv("KTIR_MODELS_TWINS")

@@ -6,7 +6,7 @@ import pytest
 
 from ktir_models.errors import UserError
 from ktir_models.model.registry import registry_names, resolve_model
-from ktir_models.model.synthetic import tiny_config
+from ktir_models.model.weights.synthetic import tiny_config
 
 
 def test_registry_holds_the_two_models_with_their_real_architectures():

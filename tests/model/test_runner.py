@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_runner_tiny import M, N, H, TINY, expected_logits, write_tiny_checkpoint, write_tiny_program  # noqa: E402
 
 from ktir_models.errors import UserError  # noqa: E402
-from ktir_models.model.bindings import (  # noqa: E402
+from ktir_models.model.inputs.bindings import (  # noqa: E402
     MASKED,
     PassSpec,
     attention_mask,
@@ -31,7 +31,7 @@ from ktir_models.model.runner import Runner  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tiny_checkpoint(tmp_path_factory):
-    from ktir_models.model.weights import load_local
+    from ktir_models.model.weights.checkpoint import load_local
 
     return load_local(write_tiny_checkpoint(tmp_path_factory.mktemp("tiny-ckpt")), TINY)
 
@@ -141,7 +141,7 @@ def test_pass_spec_follows_golden_conventions(tiny_program: Path) -> None:
 
 
 def test_vendored_input_overrides_and_size_checked(tiny_program: Path, tiny_checkpoint) -> None:
-    from ktir_models.model.golden import write_f16_gz
+    from ktir_models.model.checks.golden import write_f16_gz
 
     man = load_manifest(tiny_program)
     given = np.arange(M * H, dtype=np.float16).reshape(M, H) / 64

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ktir_models.errors import UserError
-from ktir_models.model.golden import compare
-from ktir_models.model.report import REL_TOLERANCE, ForwardReport, check_json_target, judge, write_json
+from ktir_models.model.checks.golden import compare
+from ktir_models.model.checks.report import REL_TOLERANCE, ForwardReport, check_json_target, judge, write_json
 
 
 def _golden() -> np.ndarray:

@@ -121,7 +121,7 @@ def write_tiny_program(directory: Path) -> Path:
 
 
 def write_tiny_checkpoint(directory: Path, seed: int = 3) -> Path:
-    from ktir_models.model.synthetic import write_synthetic
+    from ktir_models.model.weights.synthetic import write_synthetic
 
     directory.mkdir(parents=True, exist_ok=True)
     write_synthetic(directory, TINY, seed=seed)

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from ktir_models.model import synthetic
-from ktir_models.model.inputs import golden_token_ids
+from ktir_models.model.weights import synthetic
+from ktir_models.model.inputs.runtime_inputs import golden_token_ids
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.synthetic import ensure_synthetic, synthetic_dir, tiny_config, write_synthetic
-from ktir_models.model.weights import load_local
+from ktir_models.model.weights.synthetic import ensure_synthetic, synthetic_dir, tiny_config, write_synthetic
+from ktir_models.model.weights.checkpoint import load_local
 
 
 def _all_f16(directory, cfg):

@@ -1,4 +1,4 @@
-"""Whole forwards across passes with tapes (ktir/tape.py) give exactly the logits of the plain
+"""Whole forwards across passes with tapes (ktir/exec/tape.py) give exactly the logits of the plain
 plan: our emitted programs for the tiny checkpoints, five passes each with other tokens (so every
 replay reads fresh embeddings, masks and caches), against core-after-core runs without tapes."""
 
@@ -9,12 +9,12 @@ import pytest
 
 from conftest import REPO_ROOT
 from ktir_models import ktir
-from ktir_models.model.bindings import PassSpec, bind_pass_inputs, input_tensor_ids, pass_spec, \
+from ktir_models.model.inputs.bindings import PassSpec, bind_pass_inputs, input_tensor_ids, pass_spec, \
     read_vendored_inputs
 from ktir_models.model.manifest import load_manifest
 from ktir_models.model.registry import resolve_model
 from ktir_models.model.runner import Runner
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 FIXTURES = REPO_ROOT / "fixtures"
 

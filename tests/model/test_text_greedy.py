@@ -1,4 +1,4 @@
-"""Our greedy tokens against transformers' greedy generation (model/greedy_golden.py): the first
+"""Our greedy tokens against transformers' greedy generation (model/checks/greedy_golden.py): the first
 divergence names both tokens with their golden logits, and a margin inside the near-tie band is
 accepted as a near-tie."""
 
@@ -8,8 +8,8 @@ import math
 
 import numpy as np
 
-from ktir_models.model.greedy_golden import GreedyGolden, first_divergence
-from ktir_models.model.report import NEAR_TIE_REL
+from ktir_models.model.checks.greedy_golden import GreedyGolden, first_divergence
+from ktir_models.model.checks.report import NEAR_TIE_REL
 
 
 def _golden(tokens: list[int], vocab: int = 16, runner_up: dict[int, tuple[int, float]] | None = None) -> GreedyGolden:

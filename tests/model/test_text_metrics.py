@@ -1,4 +1,4 @@
-"""Teacher-forced text metrics (model/text_metrics.py) against torch's own log-softmax / KL and
+"""Teacher-forced text metrics (model/checks/text_metrics.py) against torch's own log-softmax / KL and
 hand-counted top-5 sets."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ktir_models.model.text_metrics import next_token_targets, text_metrics
+from ktir_models.model.checks.text_metrics import next_token_targets, text_metrics
 
 
 def test_identical_logits_have_zero_kl_and_equal_perplexity() -> None:

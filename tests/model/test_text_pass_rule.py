@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ktir_models.model.golden import compare
-from ktir_models.model.report import NEAR_TIE_REL, REL_TOLERANCE, judge
+from ktir_models.model.checks.golden import compare
+from ktir_models.model.checks.report import NEAR_TIE_REL, REL_TOLERANCE, judge
 
 
 def _golden(scale: float = 12.0) -> np.ndarray:

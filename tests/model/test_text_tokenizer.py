@@ -1,5 +1,5 @@
-"""The checkpoint's own tokenizer (model/tokenizer.py) and text as a forward's input
-(model/text_input.py, `forward --prompt/--text`): offline, on the shipped stories260k."""
+"""The checkpoint's own tokenizer (model/inputs/tokenizer.py) and text as a forward's input
+(model/inputs/text.py, `forward --prompt/--text`): offline, on the shipped stories260k."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 
 from ktir_models.errors import UserError
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.text_input import TextInput, encode_text, read_text
-from ktir_models.model.tokenizer import eos_token_ids, from_prepared, load_tokenizer
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.inputs.text import TextInput, encode_text, read_text
+from ktir_models.model.inputs.tokenizer import eos_token_ids, from_prepared, load_tokenizer
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 pytest.importorskip("transformers")
 
@@ -121,7 +121,7 @@ def test_chat_template_wraps_the_prompt(stories, tmp_path):
     config = json.loads((copy / "tokenizer_config.json").read_text())
     config["chat_template"] = "{{ bos_token }}{% for m in messages %}Q: {{ m['content'] }}{% endfor %} A:"
     (copy / "tokenizer_config.json").write_text(json.dumps(config))
-    from ktir_models.model.weights import load_local
+    from ktir_models.model.weights.checkpoint import load_local
 
     tok = load_tokenizer(load_local(copy))
     assert tok.has_chat_template

@@ -14,8 +14,8 @@ from safetensors.torch import load_file as load_torch
 
 from ktir_models.errors import UserError
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.synthetic import ensure_synthetic, tiny_config, write_synthetic
-from ktir_models.model.weights import Checkpoint, expected_shapes, get_checkpoint, load_local
+from ktir_models.model.weights.synthetic import ensure_synthetic, tiny_config, write_synthetic
+from ktir_models.model.weights.checkpoint import Checkpoint, expected_shapes, get_checkpoint, load_local
 
 
 def _write_config(directory, cfg):

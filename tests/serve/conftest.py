@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from ktir_models.model.inputs import golden_token_ids
-from ktir_models.model.synthetic import ensure_synthetic, tiny_config
-from ktir_models.model.weights import Checkpoint
+from ktir_models.model.inputs.runtime_inputs import golden_token_ids
+from ktir_models.model.weights.synthetic import ensure_synthetic, tiny_config
+from ktir_models.model.weights.checkpoint import Checkpoint
 
 from families.configs import FAMILY_CONFIGS
 

@@ -9,8 +9,8 @@ import pytest
 from ktir_models.api.serve import serve
 from ktir_models.model.emit.generation import generate
 from ktir_models.model.registry import resolve_model
-from ktir_models.model.tokenizer import eos_token_ids, load_tokenizer
-from ktir_models.model.weights import get_checkpoint
+from ktir_models.model.inputs.tokenizer import eos_token_ids, load_tokenizer
+from ktir_models.model.weights.checkpoint import get_checkpoint
 
 pytest.importorskip("transformers")
 

@@ -8,7 +8,7 @@ end, so only tensor values live on the device.
 Memory: an HBM region or LX scratchpad gets a device mirror of its bytes on first use, kept for the
 machine's life (weights stay resident). On the cpu device the mirror *is* the host array
 (``torch.from_numpy`` shares memory), so host reads and writes need no copies; on cuda/mps the
-:class:`~ktir_models.ktir.machine.Buffer` methods copy between host and device at the graph's inputs
+:class:`~ktir_models.ktir.exec.machine.Buffer` methods copy between host and device at the graph's inputs
 and results only (:meth:`TorchBackend.push` / :meth:`TorchBackend.pull`). The written-byte masks
 stay on the host: they are bookkeeping, not data.
 

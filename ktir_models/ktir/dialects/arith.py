@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import registry
+from ..ir import registry
 from ..backends.capabilities import caps_of
 from ..backends.f16_convert import MIN_ELEMENTS, binop, convert
 from ..backends.numpy_backend import NumpyBackend
-from ..ir import DenseConstant, INT_TYPES, Op, ScalarType, TensorType
+from ..ir.nodes import DenseConstant, INT_TYPES, Op, ScalarType, TensorType
 from ..parse.numbers import hex_float
-from ..verify_rules import (Rule, check_declared_operands, compatible, declared, elem,
+from ..verify.rules import (Rule, check_declared_operands, compatible, declared, elem,
                             elementwise, fail, same_shape)
 from . import int_numerics as ints
 from .arith_types import check_constant, check_operand_classes

@@ -24,9 +24,9 @@ Constant ranges (MLIR's literal parser and ``arith.constant``'s verifier):
 
 from __future__ import annotations
 
-from ..ir import (DenseConstant, FLOAT_TYPES, INT_TYPES, Op, SIGNED_INT_TYPES,
+from ..ir.nodes import (DenseConstant, FLOAT_TYPES, INT_TYPES, Op, SIGNED_INT_TYPES,
                   SIGNLESS_INT_TYPES, ScalarType, TensorType, UNSIGNED_INT_TYPES, int_width)
-from ..verify_rules import elem, fail
+from ..verify.rules import elem, fail
 
 FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 

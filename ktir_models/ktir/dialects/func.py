@@ -15,11 +15,11 @@ high-water mark (the accounting in compile.py walks the caller's own ops).
 
 from __future__ import annotations
 
-from .. import registry
-from ..execute import run_steps
-from ..ir import Op
+from ..ir import registry
+from ..exec.execute import run_steps
+from ..ir.nodes import Op
 from ..parse.ops_frontend import function_type
-from ..verify_rules import Rule
+from ..verify.rules import Rule
 
 
 # -- func.call (also spelled ``call``) ------------------------------------------------------------

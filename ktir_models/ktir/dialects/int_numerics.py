@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import ELEMENT_DTYPES, int_width
+from ..ir.nodes import ELEMENT_DTYPES, int_width
 
 _UNSIGNED = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
              8: np.dtype(np.uint64)}

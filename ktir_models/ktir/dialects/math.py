@@ -17,9 +17,9 @@ import math as _pymath
 
 import numpy as np
 
-from .. import registry
-from ..ir import Op, TensorType
-from ..verify_rules import Rule, elementwise
+from ..ir import registry
+from ..ir.nodes import Op, TensorType
+from ..verify.rules import Rule, elementwise
 from .arith import NP, coerce, h_simple, make_unary, stacked_elementwise
 from .arith_types import check_operand_classes
 

@@ -12,12 +12,12 @@ multiple or a tiling step), so the emulator leaves its use to the program.
 
 from __future__ import annotations
 
-from .. import registry
-from ..errors import FaultSignal
-from ..ir import Op, RuntimeArgType, ScalarType
+from ..ir import registry
+from ..ir.errors import FaultSignal
+from ..ir.nodes import Op, RuntimeArgType, ScalarType
 from ..parse import types as frontend_types
 from ..parse.ops_frontend import EXTRACT_KINDS
-from ..verify_rules import Rule, declared, fail
+from ..verify.rules import Rule, declared, fail
 
 
 def _runtime_arg_type(p):

@@ -13,14 +13,15 @@ import itertools
 
 import numpy as np
 
-from .. import patterns, registry
-from ..errors import FaultSignal, Location
-from ..execute import run_steps
-from ..ir import INDEX, INT_TYPES, Op, ScalarType, TensorType, Value
+from .. import patterns
+from ..ir import registry
+from ..ir.errors import FaultSignal, Location
+from ..exec.execute import run_steps
+from ..ir.nodes import INDEX, INT_TYPES, Op, ScalarType, TensorType, Value
 from ..parse.ops_custom import h_yield
-from ..stacked_values import Fallback, lift
-from ..tape import LoopShape
-from ..verify_rules import Rule, check_yield, compatible, elem, fail
+from ..exec.stacked_values import Fallback, lift
+from ..exec.tape import LoopShape
+from ..verify.rules import Rule, check_yield, compatible, elem, fail
 
 
 def arrow_types(p) -> list:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import registry
-from ..errors import FaultSignal, KtirError
-from ..execute import run_steps
-from ..ir import SIGNLESS_INT_TYPES, Op, ScalarType, TensorType, Value
+from ..ir import registry
+from ..ir.errors import FaultSignal, KtirError
+from ..exec.execute import run_steps
+from ..ir.nodes import SIGNLESS_INT_TYPES, Op, ScalarType, TensorType, Value
 from ..parse.ops_custom import bracket_ints_or_values, h_yield
-from ..verify_rules import Rule, compatible, declared, fail
+from ..verify.rules import Rule, compatible, declared, fail
 from .arith import coerce, to_scalar
 
 _SMALL = 1 << 14  # elements up to which a stacked splat is filled, not made a broadcast view

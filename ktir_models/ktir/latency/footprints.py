@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir import Function, Op
+from ..ir.nodes import Function, Op
 from .params import HardwareParams
 from .walker import CoreWalker, Tile, core_coords, uses_tile_id
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from ..ir import Function
+from ..ir.nodes import Function
 from .params import CATEGORIES, HardwareParams
 from .records import CoreCost, ModelLatency, NodeLatency
 from .walker import CoreWalker, core_coords, uses_tile_id
@@ -19,7 +19,7 @@ from .walker import CoreWalker, core_coords, uses_tile_id
 def _lx_peak(fn: Function, params: HardwareParams) -> int:
     """Peak live LX bytes per core, from the emulator's own static accounting (lx_liveness.py,
     its default allocator model)."""
-    from ..lx_liveness import account
+    from ..verify.lx_liveness import account
 
     return int(account(fn, params.lx_bytes).peak)
 

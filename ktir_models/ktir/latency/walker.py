@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import registry
-from ..ir import Block, Function, Op, ScalarType, TensorType, Value
+from ..ir import registry
+from ..ir.nodes import Block, Function, Op, ScalarType, TensorType, Value
 from .params import EXACT_TRIP_LIMIT, HardwareParams
 from .records import CoreCost, OpCost, TraceEvent
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import affine
-from ..ir import AccessTileType, DenseConstant, Function, Op, ScalarType, Value
+from ..ir import affine
+from ..ir.nodes import AccessTileType, DenseConstant, Function, Op, ScalarType, Value
 from .ops_frontend import EXTRACT_KINDS, function_type
 from .tile_types import clip_set_to_type
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..source_loc import (CallSiteLoc, FileLoc, FusedLoc, NameLoc, SourceLoc, UnknownLoc,
+from ..ir.source_loc import (CallSiteLoc, FileLoc, FusedLoc, NameLoc, SourceLoc, UnknownLoc,
                           unquote)
 from .bounds import MAX_NESTING
 

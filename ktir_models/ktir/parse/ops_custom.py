@@ -8,7 +8,7 @@ one it consumes (op_templates.py relies on it).
 
 from __future__ import annotations
 
-from ..ir import Op, Value
+from ..ir.nodes import Op, Value
 
 
 # ---------------------------------------------------------------------------------------------

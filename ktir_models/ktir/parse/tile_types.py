@@ -21,8 +21,8 @@ model.
 
 from __future__ import annotations
 
-from .. import affine
-from ..ir import TensorType, TileFutureType
+from ..ir import affine
+from ..ir.nodes import TensorType, TileFutureType
 
 
 def parse_tile_future(p, i: int) -> TileFutureType:

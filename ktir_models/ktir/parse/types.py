@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ..ir import ELEMENT_DTYPES, MemorySpace, RuntimeArgType, ScalarType
+from ..ir.nodes import ELEMENT_DTYPES, MemorySpace, RuntimeArgType, ScalarType
 
 _PARAM_RE = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*(-?\d+)\s*$")
 

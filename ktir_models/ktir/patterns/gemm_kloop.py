@@ -60,7 +60,7 @@ _GEMMS = ("linalg.matmul", "linalg.matmul_transpose_b")
 
 def _k_dim(c, tile_op, iv) -> int | None:
     """The base dim that advances with the induction variable (coefficient 1), else None."""
-    from .. import affine
+    from ..ir import affine
 
     bm = tile_op.attrs["base_map"]
     idx = tile_op.groups["indices"]
@@ -138,7 +138,7 @@ def build_blas_kloop(c, op, m: KLoop):
     from ..backends.f16_chain import chain_add_f16, chain_add_f16_tensors, torch_available
     from ..dialects.ktdp.access import load_tile
     from ..dialects.ktdp.transfer import load_f32
-    from ..memory_views import Tile
+    from ..exec.memory_views import Tile
 
     plans, trips, step_k, mm, acc = _plans(c, m), m.trips, m.step_k, m.mm, m.acc
     lb, iv = m.lb, m.iv
@@ -255,7 +255,7 @@ def build_native_kloop(c, op, m: KLoop):
     from ..backends.seqmm import kloop
     from ..dialects.ktdp.access import load_tile
     from ..dialects.ktdp.transfer import load_view
-    from ..memory_views import Tile
+    from ..exec.memory_views import Tile
 
     plans, trips, step_k, mm, acc = _plans(c, m), m.trips, m.step_k, m.mm, m.acc
     (a_base, a_lo, a_ext, _), (b_base, b_lo, b_ext, _) = plans
@@ -324,7 +324,7 @@ def build_native_kloop(c, op, m: KLoop):
         the cores' boxes are evenly spaced (B shared by all: a leading dim of 1), so a replay is
         one kernel call on memory in place; the per-element sums are the kernel's whatever the
         batching (seqmm.py), so the bits are those of the batched form above."""
-        from ..stacked_values import CoreEnv
+        from ..exec.stacked_values import CoreEnv
 
         boxes = [placed(CoreEnv(senv, k, vary)) for k in range(C)]
         if any(ab is None for ab in boxes):
@@ -393,14 +393,14 @@ def _evenly_spaced(views: list):
 
 
 def _native_match(c, op):
-    from ..native_matmul import uses_native
+    from ..exec.native_matmul import uses_native
 
     m = match_kloop(c, op)
     return m if m is not None and uses_native(c, m.mm) else None
 
 
 def _blas_match(c, op):
-    from ..native_matmul import uses_native
+    from ..exec.native_matmul import uses_native
 
     m = match_kloop(c, op)
     return m if m is not None and not uses_native(c, m.mm) else None

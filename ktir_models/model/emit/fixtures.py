@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..synthetic import tiny_config
+from ..weights.synthetic import tiny_config
 
 FIXTURES_DIR = Path(__file__).resolve().parents[3] / "fixtures"
 

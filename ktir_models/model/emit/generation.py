@@ -15,7 +15,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..emitted import emitted_fields
-from ..inputs import golden_token_ids
+from ..inputs.runtime_inputs import golden_token_ids
 from ..manifest import Manifest, load_manifest
 from .api import cached_program
 from .session import PassOutput, Session
@@ -97,7 +97,7 @@ def _step(step: int, past: int, ids: list[int], out: PassOutput, live: "_LiveCac
     res = StepResult(step, past, ids, logits, int(np.argmax(logits[-1].astype(np.float32))), out.seconds,
                      max(out.node_lx) if out.node_lx else 0)
     if live is not None:
-        from ..golden import compare
+        from ..checks.golden import compare
 
         res.golden = live.run(ids)
         res.metrics = compare(logits.astype(np.float32), res.golden)
@@ -108,7 +108,7 @@ class _LiveCache:
     """transformers (f32, eager) fed token by token with its own KV cache."""
 
     def __init__(self, ckpt: Any) -> None:
-        from ..golden import load_transformers_model
+        from ..checks.golden import load_transformers_model
 
         self.model = load_transformers_model(ckpt)
         self.cache = None
@@ -117,7 +117,7 @@ class _LiveCache:
     def run(self, ids: list[int]) -> np.ndarray:
         import torch
 
-        from ..golden import cache_kwarg, output_cache
+        from ..checks.golden import cache_kwarg, output_cache
 
         x = torch.as_tensor(np.asarray(ids, dtype=np.int64).reshape(1, -1))
         positions = torch.arange(self.past, self.past + x.shape[1]).reshape(1, -1)

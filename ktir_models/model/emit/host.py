@@ -23,7 +23,7 @@ def attention_mask(past: int, m: int, capacity: int, window: int | None = None) 
 
     This is the external dumps' convention (the mask covers the prefix cache; the causal structure
     of the m fresh tokens is a constant inside the attention kernel)."""
-    from ..inputs import hide_outside_window
+    from ..inputs.runtime_inputs import hide_outside_window
 
     if past < 0 or m < 1 or capacity < past + m:
         raise ValueError(f"bad mask shape: past={past} m={m} capacity={capacity}")

@@ -28,7 +28,7 @@ import numpy as np
 from ... import ktir
 from ...errors import UserError
 from ..emitted import EmittedFields, emitted_fields
-from ..inputs import prefix_mask, rope_tables, scaled_embedding_rows
+from ..inputs.runtime_inputs import prefix_mask, rope_tables, scaled_embedding_rows
 from ..manifest import Manifest, TensorDecl, load_manifest
 from ..program import LoadedProgram, load_program
 

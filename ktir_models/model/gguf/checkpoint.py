@@ -1,4 +1,4 @@
-"""A GGUF file as a checkpoint: the interface of :class:`ktir_models.model.weights.Checkpoint`.
+"""A GGUF file as a checkpoint: the interface of :class:`ktir_models.model.weights.checkpoint.Checkpoint`.
 
 Invariants:
 - On construction the file has been opened (header only), its config built from the metadata, and
@@ -20,7 +20,7 @@ import numpy as np
 
 from ktir_models.errors import UserError
 from ktir_models.model.config import ModelConfig
-from ktir_models.model.checkpoint_shapes import EMBED, LM_HEAD, expected_shapes
+from ktir_models.model.weights.checkpoint_shapes import EMBED, LM_HEAD, expected_shapes
 
 from . import names
 from .config import config_from_gguf

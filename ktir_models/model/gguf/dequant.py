@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ktir_models.errors import UserError
-from ktir_models.ktir.machine import f16_all_finite
+from ktir_models.ktir.exec.machine import f16_all_finite
 
 # The transient float32 block while decoding (16 MiB).
 ROW_CHUNK_BYTES = 16 << 20

@@ -38,7 +38,7 @@ def llama3_scaling(f: GgufFile, unscaled: ModelConfig) -> RopeScaling | None:
     without scaling), or None when every factor is 1."""
     from gguf import GGMLQuantizationType as Q
 
-    from ktir_models.model.inputs import rope_inv_freq
+    from ktir_models.model.inputs.runtime_inputs import rope_inv_freq
 
     where = f"{f.path}: tensor {ROPE_FREQS!r}"
     entry = f.tensors[ROPE_FREQS]

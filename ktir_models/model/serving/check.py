@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..golden import Metrics, compare
-from ..report import judge
+from ..checks.golden import Metrics, compare
+from ..checks.report import judge
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class SequenceGoldens:
     """transformers (f32, eager), one KV cache per request."""
 
     def __init__(self, ckpt: Any) -> None:
-        from ..golden import load_transformers_model
+        from ..checks.golden import load_transformers_model
 
         self.model = load_transformers_model(ckpt)
         self.caches: dict[str, Any] = {}
@@ -51,7 +51,7 @@ class SequenceGoldens:
         of ``request``."""
         import torch
 
-        from ..golden import cache_kwarg, output_cache
+        from ..checks.golden import cache_kwarg, output_cache
 
         x = torch.as_tensor(np.asarray(ids, dtype=np.int64).reshape(1, -1))
         pos = torch.as_tensor(np.asarray(positions, dtype=np.int64).reshape(1, -1))

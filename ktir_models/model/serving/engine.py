@@ -20,10 +20,10 @@ import numpy as np
 
 from ... import ktir
 from ...errors import UserError
-from ...ktir.twin_plans import compile_functions
-from ...ktir.twins import TwinLoader
+from ...ktir.exec.twin_plans import compile_functions
+from ...ktir.exec.twins import TwinLoader
 from ..emit.serving import ServingProgram, ServingShape, build_serving_program
-from ..inputs import rope_tables, scaled_embedding_rows
+from ..inputs.runtime_inputs import rope_tables, scaled_embedding_rows
 from .tables import StepTables
 
 #: Host-bound per-step roles and the tensors' element types.

@@ -165,7 +165,7 @@ def _request(requests: list[Request], rid: str) -> Request:
 def _check_greedy(ckpt: Any, requests: list[Request], report: ServeReport,
                   eos_ids: frozenset[int]) -> None:
     """Every request's tokens against transformers' greedy generation of its prompt alone."""
-    from ..greedy_golden import first_divergence, greedy_golden
+    from ..checks.greedy_golden import first_divergence, greedy_golden
 
     for r in requests:
         result = report.request(r.id)

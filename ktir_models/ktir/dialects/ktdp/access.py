@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...backends.capabilities import caps_of
-from ...errors import FaultSignal
-from ...memory_views import View, Tile
+from ...ir.errors import FaultSignal
+from ...exec.memory_views import View, Tile
 
 _as_strided = np.lib.stride_tricks.as_strided  # host bookkeeping (written-byte masks) only
 

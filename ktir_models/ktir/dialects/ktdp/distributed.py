@@ -25,7 +25,7 @@ have all posted (decided from the exchange's state, never from elapsed time), an
 another core failed.
 
 The static rules that need both ends of the future (one use, consumers a subset of producers,
-dependency sets) are the legality pass's (``ktir/legality.py``); the helpers that ground the
+dependency sets) are the legality pass's (``ktir/verify/legality.py``); the helpers that ground the
 parameterized sets at concrete groups (:func:`group_values`, :func:`tiles_of`,
 :func:`dep_tiles_of`) are shared with it.
 """
@@ -34,15 +34,15 @@ from __future__ import annotations
 
 import math
 
-from ... import affine
-from ...affine import AffineSet
-from ...errors import FaultSignal
-from ...execute import run_steps
-from ...ir import Op, TensorType, TileFutureType
+from ...ir import affine
+from ...ir.affine import AffineSet
+from ...ir.errors import FaultSignal
+from ...exec.execute import run_steps
+from ...ir.nodes import Op, TensorType, TileFutureType
 from ...latency.walker import CoreWalker, elements
 from ...parse.ops_custom import h_yield
-from ...registry import implements, set_part
-from ...verify_rules import Rule, check_yield, compatible, fail
+from ...ir.registry import implements, set_part
+from ...verify.rules import Rule, check_yield, compatible, fail
 from ..arith import coerce
 
 PRODUCE, CONSUME, REDUCE = ("ktdp.inter_tile_produce", "ktdp.inter_tile_consume",

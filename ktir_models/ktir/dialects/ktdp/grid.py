@@ -6,10 +6,10 @@ form holds every core's at once, one [C] array per result (core c = x + X*(y + Y
 
 from __future__ import annotations
 
-from ...ir import Op, ScalarType
+from ...ir.nodes import Op, ScalarType
 from ...latency.walker import CoreWalker
-from ...registry import implements, set_part
-from ...verify_rules import Rule, fail
+from ...ir.registry import implements, set_part
+from ...verify.rules import Rule, fail
 
 
 # -- syntax -----------------------------------------------------------------------------------

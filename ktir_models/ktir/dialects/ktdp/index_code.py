@@ -7,7 +7,7 @@ is made once per distinct body text, so the many ops that differ only in slots s
 
 from __future__ import annotations
 
-from ... import affine
+from ...ir import affine
 
 
 _FACTORIES: dict[str, object] = {}

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...memory_views import View
-from ...stacked_values import Fallback, StackedTile
+from ...exec.memory_views import View
+from ...exec.stacked_values import Fallback, StackedTile
 
 _as_strided = np.lib.stride_tricks.as_strided
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import affine
-from ...affine import AffineMap, AffineSet
-from ...errors import FaultSignal, Location
-from ...ir import AccessTileType, INT_TYPES, MemRefType, Op, TensorType, Value
+from ...ir import affine
+from ...ir.affine import AffineMap, AffineSet
+from ...ir.errors import FaultSignal, Location
+from ...ir.nodes import AccessTileType, INT_TYPES, MemRefType, Op, TensorType, Value
 from ...latency.walker import (CoreWalker, Tile as CostTile, View as CostView, itemsize,
                                tile_points as type_points)
-from ...memory_views import Tile
+from ...exec.memory_views import Tile
 from ...parse import generic_form, tile_types
 from ...parse.tile_types import unfilled_fault
-from ...registry import implements, set_part
-from ...stacked_values import StackedTile
-from ...verify_rules import Rule, compatible, elem, fail
+from ...ir.registry import implements, set_part
+from ...exec.stacked_values import StackedTile
+from ...verify.rules import Rule, compatible, elem, fail
 from .access import gather
 from .index_code import anchor_fn, values_fn
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...backends.capabilities import caps_of
-from ...errors import KtirError
-from ...ir import AccessTileType, Op, TensorType
+from ...ir.errors import KtirError
+from ...ir.nodes import AccessTileType, Op, TensorType
 from ...latency.walker import CoreWalker
-from ...memory_views import Tile
-from ...native_matmul import feeds_native_matmuls, only_matmul_users
-from ...registry import implements, set_part
-from ...stacked_values import Fallback, StackedTile
-from ...verify_rules import Rule, check_declared_operands, elem as _elem, fail, same_shape
+from ...exec.memory_views import Tile
+from ...exec.native_matmul import feeds_native_matmuls, only_matmul_users
+from ...ir.registry import implements, set_part
+from ...exec.stacked_values import Fallback, StackedTile
+from ...verify.rules import Rule, check_declared_operands, elem as _elem, fail, same_shape
 from .access import box_inside, fixed_block, load_tile, store_tile
 from .stacked_boxes import box_access, boxes_block, boxes_disjoint, gathered_boxes, read_boxes
 

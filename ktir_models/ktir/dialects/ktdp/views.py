@@ -9,14 +9,14 @@ plain partitions.
 
 from __future__ import annotations
 
-from ...affine import AffineSet
-from ...errors import KtirError
-from ...ir import INT_TYPES, MemorySpace, MemRefType, Op, ScalarType
+from ...ir.affine import AffineSet
+from ...ir.errors import KtirError
+from ...ir.nodes import INT_TYPES, MemorySpace, MemRefType, Op, ScalarType
 from ...latency.walker import CoreWalker, View as CostView, itemsize, static_or_dynamic
-from ...memory_views import DistView, View
+from ...exec.memory_views import DistView, View
 from ...parse.ops_custom import bracket_ints_or_values
-from ...registry import implements, set_part
-from ...verify_rules import Rule, elem, fail
+from ...ir.registry import implements, set_part
+from ...verify.rules import Rule, elem, fail
 from .index_code import values_fn
 
 

@@ -9,13 +9,13 @@ import itertools
 
 import numpy as np
 
-from ... import registry
-from ...affine import AffineMap
-from ...errors import KtirError
-from ...execute import run_steps
-from ...ir import Op, TensorType
+from ...ir import registry
+from ...ir.affine import AffineMap
+from ...ir.errors import KtirError
+from ...exec.execute import run_steps
+from ...ir.nodes import Op, TensorType
 from ...parse.ops_custom import h_yield
-from ...verify_rules import Rule, check_declared_ins_outs, fail, ins_outs
+from ...verify.rules import Rule, check_declared_ins_outs, fail, ins_outs
 from ..arith import NP, coerce
 from .syntax import parse_structured
 

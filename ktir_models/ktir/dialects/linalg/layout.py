@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import registry
-from ...ir import Op
-from ...verify_rules import Rule, check_declared_ins_outs, eq, fail, ins_outs
+from ...ir import registry
+from ...ir.nodes import Op
+from ...verify.rules import Rule, check_declared_ins_outs, eq, fail, ins_outs
 from .syntax import parse_structured
 
 

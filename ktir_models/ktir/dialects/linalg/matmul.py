@@ -3,7 +3,7 @@
 
 Numerics: the products are summed in f32, the ``outs`` accumulator is added in f32, and the sum is
 rounded once to the result type. With the native kernel (``Machine.native_matmul``, f16 x f16
-operands: :func:`~ktir_models.ktir.native_matmul.uses_native`) each element's products are summed
+operands: :func:`~ktir_models.ktir.exec.native_matmul.uses_native`) each element's products are summed
 sequentially over k (:mod:`...backends.seqmm`), the same order however the grid is batched;
 otherwise f16 operands are widened to f32 and multiplied with f32 BLAS, in OpenBLAS's order.
 (numpy float16 matmul does not use BLAS and is never called.)
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import registry
-from ...ir import FLOAT_TYPES, Op, TensorType
-from ...native_matmul import uses_native
-from ...verify_rules import Rule, check_declared_ins_outs, eq, fail, ins_outs
+from ...ir import registry
+from ...ir.nodes import FLOAT_TYPES, Op, TensorType
+from ...exec.native_matmul import uses_native
+from ...verify.rules import Rule, check_declared_ins_outs, eq, fail, ins_outs
 from .numerics import wide_of
 from .syntax import parse_structured
 

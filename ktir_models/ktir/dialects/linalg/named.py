@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import registry
-from ...ir import Op, ScalarType
-from ...verify_rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
+from ...ir import registry
+from ...ir.nodes import Op, ScalarType
+from ...verify.rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
 from ..arith import INT_BINARY, coerce
 from .numerics import F32, wide_of
 from .syntax import parse_structured

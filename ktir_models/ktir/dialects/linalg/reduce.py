@@ -13,12 +13,12 @@ import itertools
 
 import numpy as np
 
-from ... import registry
+from ...ir import registry
 from ...backends.capabilities import caps_of
 from ...backends.f16_convert import MIN_ELEMENTS
-from ...execute import run_steps
-from ...ir import Op, TensorType
-from ...verify_rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
+from ...exec.execute import run_steps
+from ...ir.nodes import Op, TensorType
+from ...verify.rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
 from ..arith import NP, coerce
 from .numerics import F16, F32
 from .syntax import parse_structured

@@ -5,7 +5,7 @@ registers it for its op kinds.
 
 from __future__ import annotations
 
-from ...ir import Op, TensorType, Value
+from ...ir.nodes import Op, TensorType, Value
 
 
 def _clause(p, key: str) -> tuple[list[Value], list]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import registry
-from ...ir import DenseConstant, Op, ScalarType
-from ...verify_rules import Rule, fail
+from ...ir import registry
+from ...ir.nodes import DenseConstant, Op, ScalarType
+from ...verify.rules import Rule, fail
 from ..arith import literal_value
 from .types import Typed, attr_value, finish
 

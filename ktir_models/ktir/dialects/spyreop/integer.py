@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import registry
-from ...ir import Op, ScalarType
-from ...verify_rules import Rule, fail
+from ...ir import registry
+from ...ir.nodes import Op, ScalarType
+from ...verify.rules import Rule, fail
 from ..arith import stacked_elementwise
 from .intrinsics import check_operand
 from .types import I32, Typed, attr_value, build_host

@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
-from ... import registry
-from ...ir import Op
-from ...verify_rules import Rule, fail
+from ...ir import registry
+from ...ir.nodes import Op
+from ...verify.rules import Rule, fail
 from ..arith import NP, stacked_elementwise
 from .types import (DF16, F16_DF16, F32_TYPE, FLOATS, FUSED_OF, SCALAR_OF, Typed, attr_value,
                     build_host, constraint, enum_attr, finish, narrow, pack, scalar_name,

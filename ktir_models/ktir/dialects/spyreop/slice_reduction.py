@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import registry
-from ...ir import Op, TensorType
-from ...verify_rules import Rule, fail
+from ...ir import registry
+from ...ir.nodes import Op, TensorType
+from ...verify.rules import Rule, fail
 from .types import Opaque, attr_value, build_host
 
 REDUCTION_KINDS = ("add", "sub", "max", "min", "mul", "abs_max")

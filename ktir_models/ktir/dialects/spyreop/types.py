@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...backends import df16
-from ...ir import ScalarType, TensorType
+from ...ir.nodes import ScalarType, TensorType
 from ...parse.generic_form import Opaque, Typed
 from ..arith import NP, to_scalar
 
