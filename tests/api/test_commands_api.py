@@ -14,7 +14,7 @@ from ktir_models.cli import main
 from ktir_models.errors import UserError
 from ktir_models.model.manifest import load_manifest
 
-from conftest import DECODE, PREFILL, TINY_MODEL
+from .conftest import DECODE, PREFILL, TINY_MODEL
 
 
 def _cli(argv: list[str], capsys) -> tuple[int, str, str]:

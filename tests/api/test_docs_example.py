@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PREFILL, plant_scale_bug
+from .conftest import PREFILL, plant_scale_bug
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "api.md"

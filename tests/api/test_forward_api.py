@@ -12,7 +12,7 @@ import ktir_models
 from ktir_models.errors import UserError
 from ktir_models.cli import main
 
-from conftest import DECODE, TINY_MODEL
+from .conftest import DECODE, TINY_MODEL
 
 TIMED = ("seconds ", "slowest ")  # the lines of a forward's text that hold wall times
 

@@ -16,7 +16,7 @@ from ktir_models.cache_entries import write_digest
 from ktir_models.cli import main
 from ktir_models.errors import UserError
 
-from conftest import TINY_MODEL, plant_scale_bug
+from .conftest import TINY_MODEL, plant_scale_bug
 
 
 def _transformers_greedy(model_dir: Path, ids: list[int], new_tokens: int) -> list[int]:

@@ -11,7 +11,7 @@ import ktir_models
 from ktir_models.cli import main
 from ktir_models.errors import UserError
 
-from conftest import PREFILL, TINY_MODEL
+from .conftest import PREFILL, TINY_MODEL
 
 
 def test_last_token_forward_passes_and_reports_its_rows(capsys):
