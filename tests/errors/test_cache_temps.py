@@ -59,7 +59,7 @@ WRITER = """
 import os
 import sys
 from pathlib import Path
-from ktir_models.model import synthetic
+from ktir_models.model.weights import synthetic
 
 def stuck(directory, *args, **kwargs):
     (Path(directory) / "model.safetensors").write_bytes(b"partial")
@@ -82,6 +82,7 @@ def test_sigkill_during_the_first_write_leaves_an_orphan_the_next_run_removes(tm
                                        for p in parent.iterdir() if p.name.startswith("."))
 
     while time.time() < deadline and not partial_written():
+        assert writer.poll() is None, "the writer ended before writing its partial file"
         time.sleep(0.05)
     writer.send_signal(signal.SIGKILL)
     writer.wait()
