@@ -11,7 +11,7 @@ report.passed, report.to_dict(), print(report.render())
 
 from __future__ import annotations
 
-import json
+from json import dumps  # the module name is taken by the ``json`` option
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -63,7 +63,7 @@ def serve(model: str, requests: str | Path | Iterable[dict[str, Any] | Request],
     if isinstance(requests, (str, Path)):
         reqs = read_requests(Path(requests), cfg.vocab_size, cfg.max_position_embeddings, tokenizer)
     else:
-        lines = [json.dumps(_as_dict(r)) for r in requests]
+        lines = [dumps(_as_dict(r)) for r in requests]
         reqs = parse_requests(lines, "requests", cfg.vocab_size, cfg.max_position_embeddings,
                               tokenizer)
     options = ServeOptions(max_seqs, block_size, kv_blocks, chunk)

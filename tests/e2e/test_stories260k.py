@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ktir_models.cache_entries import write_digest
+
 from emit.test_cli import run  # the in-process CLI call: (exit code, stdout, stderr)
 
 pytest.importorskip("transformers")
@@ -189,6 +191,7 @@ def test_generate_names_the_first_divergent_step(tmp_path, monkeypatch, capsys):
             node.write_text(text.replace(scale, f"dense<{np.float32(-4 * 8 ** -0.5):.9e}>"))
             broken += 1
     assert broken == 5  # one attention node per layer
+    write_digest(decode)  # sealed again: the entry is what an emitter with this bug would cache
     code, out, err = run(["generate", "stories260k", "--prompt", "Once upon a time", "--steps", "6", "-q"], capsys)
     assert code == 1, out + err
     line = next(ln for ln in out.splitlines() if ln.startswith("check: FAIL: first divergence"))

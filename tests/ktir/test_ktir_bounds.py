@@ -209,5 +209,6 @@ def test_integer_constants_must_fit_their_type(literal: str, ty: str, ok: bool) 
         if ok:
             ktir.verify(ktir.parse_text(program, "p.mlir"))
         else:
-            diag = _located(program, f"does not fit in {ty[1:]} bits", verify=True)
+            diag = _located(program, f"is not a valid {ty}: integer constant out of range",
+                            verify=True)
             assert (diag.loc.line, diag.loc.col) == (2, 3)

@@ -200,7 +200,7 @@ def test_device_out_of_memory_inside_a_kernel_is_a_located_fault(monkeypatch, ca
 
 
 def test_device_out_of_memory_outside_a_kernel_is_one_line(monkeypatch, capsys):
-    def oom(self, inputs):
+    def oom(self, inputs, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB\nmore detail")
 
     monkeypatch.setattr(Runner, "run", oom)
