@@ -208,6 +208,11 @@ TEMPLATE_CASES = {
         "the rendered text passed",
     ),
     "huge repetition": ("{{ 'ab' * 800000000 }}", "a repetition of 2 x 800000000"),
+    "doubling by ~": (  # 2^25 characters built and never printed: only its length is
+        "{% set ns = namespace(s='ab') %}{% for i in range(24) %}{% set ns.s = ns.s ~ ns.s %}"
+        "{% endfor %}{{ ns.s | length }}",
+        "a concatenation (~) of",
+    ),
     "unsafe attribute": ("{{ messages.__class__.__mro__ }}", "is unsafe"),
     "break outside a loop": (
         "{% break %}",

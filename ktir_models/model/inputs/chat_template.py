@@ -127,6 +127,28 @@ def _environment(limit: int):
     return env
 
 
+def _bound_joins(compiled: Any, limit: int) -> None:
+    """``~`` compiles to a call of ``str_join`` / ``markup_join`` that jinja's sandbox cannot
+    intercept; the compiled template's own module names them, so they are replaced there by joins
+    that refuse a result over ``limit`` characters (a doubling loop stops at its first step past
+    the bound, never at the machine's memory)."""
+    names = compiled.root_render_func.__globals__
+
+    def bounded(join):  # noqa: ANN001
+        def call(seq):  # noqa: ANN001
+            text = join(seq)
+            if len(text) > limit:
+                raise _Bound(f"a concatenation (~) of {len(text)} characters is larger than "
+                             f"{limit}")
+            return text
+
+        return call
+
+    for name in ("str_join", "markup_join"):
+        if name in names:
+            names[name] = bounded(names[name])
+
+
 def _step_counter(limit: int):
     """A ``sys.settrace`` function that counts the lines the compiled template executes and stops
     it past ``limit`` (Python code of jinja and its filters is not traced: only the template's)."""
@@ -181,6 +203,7 @@ def render_chat(template: Any, where: str, prompt: str, special_tokens: dict[str
     try:
         code = env.compile(source, filename=TEMPLATE_NAME)
         compiled = env.template_class.from_code(env, code, env.make_globals(None))
+        _bound_joins(compiled, limit)
     except jinja2.TemplateSyntaxError as exc:
         raise ChatTemplateError(
             f"{where}: chat template line {exc.lineno}: syntax error: {exc.message}"
