@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import corpus_path
-from scipy.special import erf
 
 from ktir_models import ktir
 from ktir_models.ktir.ir.errors import KtirError
@@ -22,6 +21,11 @@ def upstream_dir() -> Path:
     if configured:
         return Path(configured).expanduser().resolve()
     return corpus_path().parent / "upstream-ktir" / "2026h2"
+
+
+# the reference's erf: the C library's, element by element (float64), independent of the
+# emulator's vectorised one
+erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _softplus(x):
