@@ -110,6 +110,9 @@
 #define PF_AHEAD_MAX (512 * 1024)  /* bytes: a bigger next item is not prefetched (with the current
                                       one it would not fit the 2 MB L2; measured at 1 MB items) */
 #endif
+#ifndef NT_ITEM_MAX
+#define NT_ITEM_MAX 0  /* bytes: nt items are cut to at most this many weight bytes (0: no cap) */
+#endif
 #ifndef PF_AHEAD_STEP
 #define PF_AHEAD_STEP 64
 #endif
@@ -1542,6 +1545,13 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
        slower at K = 1536 and 2048) */
     if (nt && j.simd == 2 && (sbo * 2) % 1024 != 0) nc_max = NC_NT_WIDE;
     if (j.mvec) nc_max = NC_MVEC;
+    /* nt with a long K (a down projection: 64 rows x 8192 k's = 1 MB per item): narrower items,
+       so that each one fits the next-item prefetch (PF_AHEAD_MAX) while the previous computes */
+    if (NT_ITEM_MAX > 0 && nt && !j.mvec) {
+        ptrdiff_t cap = NT_ITEM_MAX / (2 * j.K) / NC_ALIGN * NC_ALIGN;
+        if (cap < NC_ALIGN) cap = NC_ALIGN;
+        if (nc_max > cap) nc_max = cap;
+    }
     ptrdiff_t chunks = (N + nc_max - 1) / nc_max;
     if (C == 1 && threads > 1) chunks = (chunks + threads - 1) / threads * threads;
     /* several threads, few items (a small weight over a few cores): narrower items, down to

@@ -52,7 +52,9 @@ def _wide_of(xp):
     return wide
 
 
-def _erf(x):
+def erf_f64(x):
+    """erf in float64, elementwise: scipy's where it is installed, else the C library's (both
+    within about an ulp of float64, far below the precision of any KTIR result type)."""
     try:
         from scipy.special import erf  # type: ignore
 
@@ -63,8 +65,8 @@ def _erf(x):
 
 def _erf_of(xp):
     if isinstance(xp, type(NP)):
-        return _erf
-    return lambda x: xp.asarray(_erf(xp.to_host(x))) if xp.is_array(x) else _erf(x)
+        return erf_f64
+    return lambda x: xp.asarray(erf_f64(xp.to_host(x))) if xp.is_array(x) else erf_f64(x)
 
 
 # -- the unary ops --------------------------------------------------------------------------------

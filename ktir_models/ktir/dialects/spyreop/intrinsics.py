@@ -33,18 +33,10 @@ from ...ir import registry
 from ...ir.nodes import Op
 from ...verify.rules import Rule, fail
 from ..arith import NP, stacked_elementwise
+from ..math import erf_f64
 from .types import (DF16, F16_DF16, F32_TYPE, FLOATS, FUSED_OF, SCALAR_OF, Typed, attr_value,
                     build_host, constraint, enum_attr, finish, narrow, pack, scalar_name,
                     unpack, widen)
-
-
-def _erf(x):
-    try:
-        from scipy.special import erf  # type: ignore
-
-        return erf(x)
-    except ImportError:  # pragma: no cover
-        return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
 def _sigmoid(x):
@@ -59,7 +51,7 @@ UNARY = {
     "spyreop.reciprocal": (FLOATS, lambda x: 1.0 / x),
     "spyreop.sigmoid": (FLOATS, _sigmoid),
     "spyreop.silu": (FLOATS, lambda x: x * _sigmoid(x)),
-    "spyreop.gelu": (F16_DF16, lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))),
+    "spyreop.gelu": (F16_DF16, lambda x: 0.5 * x * (1.0 + erf_f64(x / math.sqrt(2.0)))),
 }
 BINARY = {
     "spyreop.realdiv": (FLOATS, lambda a, b: a / b),
