@@ -508,6 +508,32 @@ def test_kernel_items_too_big_to_prefetch_ahead(path):
         assert_same_bits(seqmm.kloop(a, b, None, threads=threads, **kw), want)
 
 
+@needs_native
+@pytest.mark.parametrize("M", [1, 2, 5])
+def test_kernel_rows_a_power_of_two_apart(path, M):
+    """nt weights whose rows are a multiple of 2 KB apart (K = 1024, 2048, 8192; the lm_head's
+    first half of K at a 4 KB stride) are copied into a staging buffer before the AVX-512
+    transposes. Every such shape, with a K that ends inside a staging block and inside a slab,
+    column tails inside a panel, and trips that cross the blocks, gives the reference's bits."""
+    rng = np.random.default_rng(16 + M)
+    for (C, N, trips, kb) in ((3, 70, 1, 1024), (2, 33, 2, 1024), (1, 130, 8, 256), (2, 17, 1, 2048)):
+        a, b = operands(rng, C, M, N, trips, kb, True)
+        for part, acc_t in ((F16, F16), (F32, F32), (F16, F32)):
+            kw = dict(trips=trips, kb=kb, transpose_b=True, part_dtype=part, acc_dtype=acc_t)
+            acc = accumulator(rng, C, M, N, acc_t)
+            for threads in (1, 2):
+                check(a, b, acc, threads=threads, **kw)
+    # rows 4 KB apart, the first 1000 k's of each (the stride is not K), and a K that is not a
+    # multiple of 32 (the last slab and staging block are short)
+    wide = rng.standard_normal((1, 96, 2048)).astype(F16)
+    a = rng.standard_normal((1, M, 1000)).astype(F16)
+    kw = dict(trips=1, kb=1000, transpose_b=True, part_dtype=F32, acc_dtype=F32)
+    check(a, wide[:, :, :1000], None, threads=2, **kw)
+    a = rng.standard_normal((1, M, 2000)).astype(F16)
+    kw = dict(trips=8, kb=250, transpose_b=True, part_dtype=F16, acc_dtype=F16)
+    check(a, wide[:, :, :2000], accumulator(rng, 1, M, 96, F16), threads=1, **kw)
+
+
 # ---------------------------------------------------------------- the portable conversions
 
 def _conversions():
