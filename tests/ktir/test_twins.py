@@ -160,6 +160,31 @@ def test_twin_plans_run_like_their_own_plans(tmp_path):
         assert str(got.value) == str(alone.value)
 
 
+def test_a_twin_reuses_an_argument_dict_only_while_it_is_unchanged(tmp_path):
+    """A forward passes each node the same bound dict every pass, and a twin keeps its
+    translation; the same dict changed in place is translated (and checked) again."""
+    paths = _write(tmp_path)
+    machine = ktir.Machine()
+    functions, plans = _plans(paths, machine)
+    _, m, out = NAMES[1]
+    plan = plans[1]
+    buf = machine.hbm.allocate((2,), "int64", name="a")
+    other = machine.hbm.allocate((2,), "int64", name="b")
+    args = {m: 4, out: buf.address}
+    plan.run(args)
+    plan.run(args)
+    assert buf.array.tolist() == [4, 8]
+    args[m] = 6  # same object, new value
+    plan.run(args)
+    assert buf.array.tolist() == [6, 12]
+    args[out] = other.address
+    plan.run(args)
+    assert other.array.tolist() == [6, 12] and buf.array.tolist() == [6, 12]
+    del args[out]  # same object, now missing an argument: refused as before
+    with pytest.raises(ktir.KtirError):
+        plan.run(args)
+
+
 @pytest.mark.parametrize("args, what", [(lambda m, out: {m: 301, out: 0}, "above its upperbound"),
                                         (lambda m, out: {m: 3, out: 1 << 40}, "")])
 def test_a_fault_in_a_twin_names_its_function_file_op_and_argument(tmp_path, args, what):
