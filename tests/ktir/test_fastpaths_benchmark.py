@@ -134,3 +134,33 @@ def test_node_kinds_bad_model_is_one_line():
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and done.stderr.strip().count("\n") == 0
+
+
+def test_kernel_calls_replay_on_tiny_model():
+    """benchmarks/kernel_calls.py records a pass's kernel calls and replays them: one line per
+    call signature whose weight bytes add up to the total, and two builds of the kernel (its
+    default and one without the staging of power-of-two rows) that write the same bits."""
+    from ktir_models.ktir.backends import seqmm
+
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    model = REPO_ROOT / "fixtures" / "models" / "tiny-mha"
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "kernel_calls.py"), str(model),
+               "--program", str(REPO_ROOT / "fixtures" / "tiny-mha-decode"), "--weights", str(model),
+               "--reps", "1", "--variant", "base=", "--variant", "nostage=-DSTAGE_ALIAS=0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    rows = [line for line in lines if " x " in line and line.split()[0].isdigit()]
+    assert rows, done.stdout
+    replayed = next(line for line in lines if line.startswith("replayed:"))
+    total_mb = float(replayed.split(" for ")[1].split(" MB")[0])
+    assert abs(sum(float(r.split()[-4]) for r in rows) - total_mb) <= 0.05 * len(rows) + 1
+    assert "nostage: same bits as base" in lines
+
+
+def test_kernel_calls_bad_model_is_one_line():
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "kernel_calls.py"), "no-such-model-xyz"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and done.stderr.strip().count("\n") == 0
