@@ -14,8 +14,9 @@ RNG = np.random.default_rng(17)
 
 
 def kloop_gemm(M: int, K: int, N: int, KB: int, transpose_b: bool, acc_elem: str = "f16",
-               grid: int = 1) -> ktir.Function:
-    """out[M, N] = sum over K blocks of A[:, k:k+KB] @ B-block, each core its own M rows."""
+               grid: int = 1, accumulates: bool = False, init: str = "0.5") -> ktir.Function:
+    """out[M, N] = sum over K blocks of A[:, k:k+KB] @ B-block, each core its own M rows; the
+    matmul into a zero tensor plus an addf, or (``accumulates``) into the carried value."""
     mm = "linalg.matmul_transpose_b" if transpose_b else "linalg.matmul"
     bshape, bblock, bidx = ((N, K), (N, KB), "%c0, %k") if transpose_b else \
         ((K, N), (KB, N), "%k, %c0")
@@ -26,15 +27,15 @@ def kloop_gemm(M: int, K: int, N: int, KB: int, transpose_b: bool, acc_elem: str
             + f"    %cm = arith.constant {M} : index\n    %row = arith.muli %g#0, %cm : index\n"
             + f"    %K = arith.constant {K} : index\n    %KB = arith.constant {KB} : index\n"
             + f"    %z = arith.constant dense<0.0> : {acc_t}\n"
-            + f"    %init = arith.constant dense<0.5> : {acc_t}\n"
+            + f"    %init = arith.constant dense<{init}> : {acc_t}\n"
             + f"    %r = scf.for %k = %c0 to %K step %KB iter_args(%acc = %init) -> ({acc_t}) {{\n"
             + tile("ta", "va", (grid * M, K), (M, KB), "%row, %k")
             + tile("tb", "vb", bshape, bblock, bidx)
             + load("x", "ta", (M, KB)) + load("w", "tb", bblock)
             + f"    %p = {mm} ins(%x, %w : tensor<{ty((M, KB))}>, tensor<{ty(bblock)}>) "
-              f"outs(%z : {acc_t}) -> {acc_t}\n"
-            + f"    %n = arith.addf %acc, %p : {acc_t}\n"
-            + f"    scf.yield %n : {acc_t}\n    }}\n"
+              f"outs({'%acc' if accumulates else '%z'} : {acc_t}) -> {acc_t}\n"
+            + ("" if accumulates else f"    %n = arith.addf %acc, %p : {acc_t}\n")
+            + f"    scf.yield {'%p' if accumulates else '%n'} : {acc_t}\n    }}\n"
             + tile("to", "vo", (grid * M, N), (M, N), "%row, %c0", acc_elem)
             + store("r", "to", (M, N), acc_elem))
     return program("%a: index, %b: index, %o: index", body, grid=f"[{grid}]")
@@ -66,6 +67,32 @@ def test_kloop_rule_is_bit_identical_to_the_plain_loop(native_matmul, transpose_
             before = sum(patterns.MATCHED.values())
             plain = run_gemm(fn, a, b, out_shape, out_dtype, native_matmul, grid_batching)
             assert sum(patterns.MATCHED.values()) == before  # no rule fired
+        assert fused.dtype == plain.dtype == out_dtype
+        np.testing.assert_array_equal(fused.view(np.uint8), plain.view(np.uint8))
+
+
+@pytest.mark.parametrize("transpose_b,acc_elem,grid,init", [
+    (True, "f32", 1, "0.0"), (True, "f16", 1, "0.5"), (False, "f32", 1, "-0.0"),
+    (True, "f32", 4, "0.0"), (True, "f16", 4, "-1.5")])
+def test_the_accumulating_kloop_is_fused_on_the_kernel_with_the_loops_bits(
+        native_matmul, transpose_b, acc_elem, grid, init):
+    """matmul ... outs(%acc) + scf.yield (our emitter's lm_heads): the native rule runs it as one
+    kernel call of f32 partials chained into the carried value, bit for bit the loop's (signed
+    zeros, f16 rounding of every trip's sum, products that cancel); BLAS leaves it alone."""
+    M, K, N, KB = 2, 96, 40, 16
+    fn = kloop_gemm(M, K, N, KB, transpose_b, acc_elem, grid, accumulates=True, init=init)
+    a = (RNG.standard_normal((grid * M, K)) * 4).astype(np.float16)
+    b = (RNG.standard_normal((N, K) if transpose_b else (K, N)) * 4).astype(np.float16)
+    a[0, :] = -0.0  # a row of products that are all zero: the trips' sums are +0.0
+    b[(slice(None), 0) if transpose_b else (0, slice(None))] *= 2.0**-12  # tiny products
+    out_shape, out_dtype = (grid * M, N), np.dtype(acc_elem.replace("f", "float"))
+    for grid_batching in (False, True):
+        before = dict(patterns.MATCHED)
+        fused = run_gemm(fn, a, b, out_shape, out_dtype, native_matmul, grid_batching)
+        fired = {k for k, v in patterns.MATCHED.items() if v > before.get(k, 0)}
+        assert fired == ({"gemm-kloop-native"} if native_matmul else set())
+        with patterns.disabled():
+            plain = run_gemm(fn, a, b, out_shape, out_dtype, native_matmul, grid_batching)
         assert fused.dtype == plain.dtype == out_dtype
         np.testing.assert_array_equal(fused.view(np.uint8), plain.view(np.uint8))
 

@@ -12,6 +12,16 @@ The pattern, anchored at ``scf.for``::
       scf.yield %n
     }
 
+or its accumulating form, the matmul adding the carried value itself (the lm_heads of our
+emitter)::
+
+      %n  = linalg.matmul[_transpose_b] ins(%a, %b) outs(%acc)
+      scf.yield %n
+
+Each trip of the second form sums its products in f32 from +0.0 and adds the carried value in
+f32, one rounding to the result type: a K-loop whose partials are f32 (not rounded) and whose
+accumulator is the carried value. The native rule runs both; the BLAS rule the first only.
+
 with constant bounds, at least two trips, each tile and load used once, no padding (masked
 points of the whole-K load would pad with zero where the per-trip loads fault or pad), and the
 tiles' bases and indices (but the induction variable) defined outside the loop.
@@ -39,6 +49,7 @@ class KLoop:
     tiles: tuple
     trips: int
     step_k: int
+    accumulates: bool = False  # the matmul adds the carried value itself (its outs is %acc)
 
 
 def _plans(c, m: KLoop) -> list:
@@ -93,16 +104,25 @@ def match_kloop(c, op):
     iv, acc = block.args
     ops = [o for o in block.ops if o.name != "arith.constant"]
     names = [o.name for o in ops]
-    if len(ops) != 7 or names.count("ktdp.construct_access_tile") != 2 or \
-            names.count("ktdp.load") != 2 or names[-1] != "scf.yield" or \
-            names[-2] != "arith.addf" or names[-3] not in _GEMMS:
+    if names.count("ktdp.construct_access_tile") != 2 or names.count("ktdp.load") != 2 or \
+            names[-1] != "scf.yield":
         return None
-    mm, add, yld = ops[-3], ops[-2], ops[-1]
-    (a_val, b_val), (zero,) = mm.groups["ins"], mm.groups["outs"]
-    if not is_zero_const(c, zero) or yld.operands != [add.result]:
-        return None
-    if {id(v) for v in add.operands} != {id(acc), id(mm.result)}:
-        return None
+    accumulates = len(ops) == 6 and names[-2] in _GEMMS
+    if accumulates:  # matmul ... outs(%acc); scf.yield %mm: the carried value used by it alone
+        mm, yld = ops[-2], ops[-1]
+        (a_val, b_val), (outs,) = mm.groups["ins"], mm.groups["outs"]
+        if outs is not acc or yld.operands != [mm.result] or \
+                len(c.users.get(id(acc), [])) != 1 or len(c.users.get(id(mm.result), [])) != 1:
+            return None
+    else:
+        if len(ops) != 7 or names[-2] != "arith.addf" or names[-3] not in _GEMMS:
+            return None
+        mm, add, yld = ops[-3], ops[-2], ops[-1]
+        (a_val, b_val), (zero,) = mm.groups["ins"], mm.groups["outs"]
+        if not is_zero_const(c, zero) or yld.operands != [add.result]:
+            return None
+        if {id(v) for v in add.operands} != {id(acc), id(mm.result)}:
+            return None
     inside = {id(r) for o in block.ops for r in o.results} | {id(iv), id(acc)}
     plans = []
     for v, kd_want in ((a_val, 1), (b_val, 1 if mm.name == "linalg.matmul_transpose_b" else 0)):
@@ -129,7 +149,7 @@ def match_kloop(c, op):
             return None
         ext[kd_want] = step_k * trips
         plans.append((base, tile, los, tuple(ext), load.result.type.elem))
-    return KLoop(mm, acc, iv, lb, tuple(plans), trips, step_k)
+    return KLoop(mm, acc, iv, lb, tuple(plans), trips, step_k, accumulates)
 
 
 def build_blas_kloop(c, op, m: KLoop):
@@ -262,7 +282,10 @@ def build_native_kloop(c, op, m: KLoop):
     iv_slot, lb_value = c.slot(op.regions[0].block.args[0]), int(c.const(op.groups["bounds"][0]))
     init_slot, res_slot = c.slot(op.groups["inits"][0]), c.slot(op.results[0])
     transpose_b = mm.name == "linalg.matmul_transpose_b"
-    part_dt, acc_dt = mm.result.type.dtype, acc.type.dtype
+    # the accumulating form's partials are never rounded on their own (f32 sums, then the f32
+    # sum with the carried value is rounded once): a K-loop with f32 partials
+    part_dt = np.dtype(np.float32) if m.accumulates else mm.result.type.dtype
+    acc_dt = acc.type.dtype
 
     def operands(env):
         """This core's A [m, K], B ([K, N], or [N, K] for transpose_b) and accumulator."""
@@ -403,13 +426,14 @@ def _blas_match(c, op):
     from ..exec.native_matmul import uses_native
 
     m = match_kloop(c, op)
-    return m if m is not None and not uses_native(c, m.mm) else None
+    return m if m is not None and not m.accumulates and not uses_native(c, m.mm) else None
 
 
 NATIVE_KLOOP = register(RewriteRule(
     "gemm-kloop-native", "scf.for", _native_match, build_native_kloop,
-    """The matmul runs on the native kernel (``uses_native``: f16 operands). Bit-identical to
-    the loop run trip by trip, always: the plain matmul is the same kernel with one trip, which
+    """The matmul runs on the native kernel (``uses_native``: f16 operands), in either form of
+    the pattern (the accumulating one with f32 partials). Bit-identical to the loop run trip by
+    trip, always: the plain matmul is the same kernel with one trip, which
     sums each element's products sequentially over k from +0.0, rounds the partial to the
     matmul's type and then the f32 sum with the accumulator to the accumulator's type -- the
     loop's own roundings, in its order -- and the kernel does so whatever the batching."""))
