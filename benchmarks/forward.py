@@ -61,7 +61,9 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GIB = 1024**3
 
@@ -125,6 +127,51 @@ def add_program_arguments(parser) -> None:
     parser.add_argument("--tokens", type=int, help="emitted program: tokens per pass m")
     parser.add_argument("--past", type=int, default=0, help="emitted program: tokens already in the KV cache")
     parser.add_argument("--weights", default="synthetic", help="synthetic (default), hub, or a checkpoint dir")
+
+
+@dataclass
+class LoadedPass:
+    """A program ready to time: its model, folder, manifest, checkpoint and pass, the runner
+    (compiled, weights marshalled) and the pass's bound inputs."""
+
+    spec: Any
+    program: Path
+    manifest: Any
+    ckpt: Any
+    pass_: Any
+    runner: Any
+    inputs: dict
+
+
+def load_pass(args, backend, seed: int = 0) -> LoadedPass:
+    """The program that ``args`` (:func:`add_program_arguments`) names, loaded on ``backend``:
+    parsed and checked, weights marshalled, and the pass's inputs bound (for ``--past`` on our
+    emitted programs, with the prefix's KV cache). Raises ``UserError`` for bad input."""
+    from ktir_models.model.inputs.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
+                                                   read_vendored_inputs)
+    from ktir_models.model.manifest import load_manifest, validate
+    from ktir_models.model.program_checks import parse_and_check
+    from ktir_models.model.registry import resolve_model
+    from ktir_models.model.runner import Runner
+    from ktir_models.model.weights.checkpoint import get_checkpoint
+
+    spec = resolve_model(args.model)
+    program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
+    manifest = load_manifest(program)
+    validate(manifest, spec.config)
+    parsed = parse_and_check(manifest)
+    ckpt = get_checkpoint(spec, args.weights, seed=seed)
+    pass_ = pass_spec(manifest, spec.config)
+    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
+    if pass_.past and manifest.extras.get("format") == "ktir-models/1":  # the prefix's KV cache
+        from ktir_models.model.emit.generation import prefill_cache_inputs
+
+        vendored = {**prefill_cache_inputs(ckpt, program, backend=backend), **vendored}
+    runner = Runner(manifest, show_progress=False, backend=backend)
+    runner.load(parsed)
+    runner.marshal(ckpt)
+    inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
+    return LoadedPass(spec, program, manifest, ckpt, pass_, runner, inputs)
 
 
 def time_passes(fn, repeat: int, warmup: int = 1, warm: list | None = None) -> list[float]:
@@ -277,13 +324,6 @@ def main() -> int:
     import numpy as np
     import torch
 
-    from ktir_models.model.inputs.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
-    from ktir_models.model.manifest import load_manifest, validate
-    from ktir_models.model.program_checks import parse_and_check
-    from ktir_models.model.registry import resolve_model
-    from ktir_models.model.runner import Runner
-    from ktir_models.model.weights.checkpoint import get_checkpoint
-
     threads = blas_threads()
     torch.set_num_threads(threads)
     if args.kernel_threads != "auto":
@@ -291,23 +331,11 @@ def main() -> int:
 
         seqmm.set_threads(int(args.kernel_threads))
 
-    spec = resolve_model(args.model)
-    program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
-    manifest = load_manifest(program)
-    validate(manifest, spec.config)
-    parsed = parse_and_check(manifest)
-    ckpt = get_checkpoint(spec, args.weights, seed=args.seed)
-    pass_ = pass_spec(manifest, spec.config)
-    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
-    if pass_.past and manifest.extras.get("format") == "ktir-models/1":
-        from ktir_models.model.emit.generation import prefill_cache_inputs
-
-        vendored = {**prefill_cache_inputs(ckpt, program, backend=backend), **vendored}
-
-    runner = Runner(manifest, show_progress=False, backend=backend)
-    runner.load(parsed)
-    runner.marshal(ckpt)
-    inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
+    loaded = load_pass(args, backend, seed=args.seed)
+    spec, program, manifest, ckpt, pass_ = (loaded.spec, loaded.program, loaded.manifest,
+                                            loaded.ckpt, loaded.pass_)
+    runner, inputs = loaded.runner, loaded.inputs
+    del loaded  # --native-after releases the runner: no other reference may keep it
     warm: list[float] = []
     emulate = lambda: runner.run(inputs, last_token=args.last_token)  # noqa: E731
     if args.alternate:

@@ -37,40 +37,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from forward import add_program_arguments, resolve_program  # noqa: E402
+from forward import add_program_arguments, load_pass  # noqa: E402
 
 
 def record_calls(args):
     """The kernel calls of one warm pass: ({signature: count}, seconds in the kernel)."""
     from ktir_models.errors import UserError
     from ktir_models.ktir.backends import make_backend, seqmm
-    from ktir_models.model.inputs.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
-                                                   read_vendored_inputs)
-    from ktir_models.model.manifest import load_manifest, validate
-    from ktir_models.model.program_checks import parse_and_check
-    from ktir_models.model.registry import resolve_model
-    from ktir_models.model.runner import Runner
-    from ktir_models.model.weights.checkpoint import get_checkpoint
 
     if not seqmm.available():
         raise UserError(f"the native kernel is unavailable: {seqmm.unavailable_reason()}")
-    spec = resolve_model(args.model)
-    program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
-    manifest = load_manifest(program)
-    validate(manifest, spec.config)
-    parsed = parse_and_check(manifest)
-    ckpt = get_checkpoint(spec, args.weights, seed=0)
-    runner = Runner(manifest, show_progress=False, backend=make_backend("numpy", "auto"))
-    runner.load(parsed)
-    runner.marshal(ckpt)
-    pass_ = pass_spec(manifest, spec.config)
-    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
-    if pass_.past and manifest.extras.get("format") == "ktir-models/1":
-        from ktir_models.model.emit.generation import prefill_cache_inputs
-
-        vendored = {**prefill_cache_inputs(ckpt, program, backend=runner.machine.backend),
-                    **vendored}
-    inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
+    loaded = load_pass(args, make_backend("numpy", "auto"))
+    runner, inputs = loaded.runner, loaded.inputs
     for _ in range(3):
         runner.run(inputs)
     calls: collections.Counter = collections.Counter()

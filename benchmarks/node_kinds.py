@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from forward import add_program_arguments, resolve_program  # noqa: E402  (shared with forward.py)
+from forward import add_program_arguments, load_pass  # noqa: E402  (shared with forward.py)
 
 
 def count_kernel_calls(seqmm) -> tuple[collections.Counter, collections.Counter, list[bool]]:
@@ -59,35 +59,16 @@ def main() -> int:
 
     from ktir_models.errors import UserError
     from ktir_models.ktir.backends import make_backend, seqmm
-    from ktir_models.model.inputs.bindings import bind_pass_inputs, input_tensor_ids, pass_spec, read_vendored_inputs
-    from ktir_models.model.manifest import load_manifest, validate
-    from ktir_models.model.registry import resolve_model
-    from ktir_models.model.runner import Runner
-    from ktir_models.model.weights.checkpoint import get_checkpoint
 
+    calls, call_seconds, counting = count_kernel_calls(seqmm)  # before the plans are compiled
     try:
-        spec = resolve_model(args.model)
-        program = resolve_program(spec, args.program, args.mode, args.tokens, args.past)
-        manifest = load_manifest(program)
-        validate(manifest, spec.config)
-        ckpt = get_checkpoint(spec, args.weights)
+        loaded = load_pass(args, make_backend("numpy", "cpu"))
     except UserError as exc:
         print(f"node_kinds.py: {exc}", file=sys.stderr)
         return 2
+    program, manifest, runner, inputs = loaded.program, loaded.manifest, loaded.runner, loaded.inputs
     raw_nodes = json.loads((program / "manifest.json").read_text())["nodes"]
     kinds = {node["mlir"]: node.get("kind", "?") for node in raw_nodes}
-    calls, call_seconds, counting = count_kernel_calls(seqmm)
-
-    runner = Runner(manifest, show_progress=False, backend=make_backend("numpy", "cpu"))
-    runner.load()
-    runner.marshal(ckpt)
-    pass_ = pass_spec(manifest, spec.config)
-    vendored = read_vendored_inputs(manifest, input_tensor_ids(manifest))
-    if pass_.past and manifest.extras.get("format") == "ktir-models/1":  # the prefix's KV cache
-        from ktir_models.model.emit.generation import prefill_cache_inputs
-
-        vendored = {**prefill_cache_inputs(ckpt, program, backend=runner.machine.backend), **vendored}
-    inputs = bind_pass_inputs(manifest, spec.config, ckpt, pass_, vendored)
     for _ in range(args.warmup):
         runner.run(inputs)
     per_kind: collections.Counter = collections.Counter()

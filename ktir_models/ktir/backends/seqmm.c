@@ -601,14 +601,13 @@ __attribute__((noinline)) SIMD512_FN static void transpose16x32_part(const uint1
     transpose16x32_body(src, sbo, panel, nr, (__mmask32)(ks >= 32 ? 0xffffffffu : (1u << ks) - 1u));
 }
 
-/* nt: the panels of columns [0, nbp): panel q row PANEL_POS(kk) = b[n0+16q .. +16, k0+kk], zero
-   for n >= nb (and in the rows kk >= ks of a short slab, which are never read) */
 /* Rows whose stride is a multiple of the L1's way size (K = 2048, 8192: every row of an item in
    one L1 set) make the transposes' 16 loads of one block miss into a single 8-way set; measured
    on a Zen 4 core, one thread, 64 x 2048 items: 9-12 GB/s at stride 2048 against 17-26 GB/s at
-   stride 2112, from memory and from L2 alike (software prefetches in or out made no difference). So such rows are first copied, STAGE_K k's at a
-   time and each row's run whole (consecutive lines, consecutive sets), into w->stage at the
-   stride STAGE_S, and the transposes read the copy. It moves bytes only: the bits are the same. */
+   stride 2112, from memory and from L2 alike (software prefetches in or out made no
+   difference). So such rows are first copied, STAGE_K k's at a time and each row's run whole
+   (consecutive lines, consecutive sets), into w->stage at the stride STAGE_S, and the
+   transposes read the copy. It moves bytes only: the bits are the same. */
 SIMD512_FN static void stage_rows(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
                                   ptrdiff_t n0, ptrdiff_t nb) {
     ptrdiff_t kc = j->K - k0 < STAGE_K ? j->K - k0 : STAGE_K;
@@ -622,6 +621,8 @@ SIMD512_FN static void stage_rows(const job_t *j, scratch_t *w, const uint16_t *
     }
 }
 
+/* nt: the panels of columns [0, nbp): panel q row PANEL_POS(kk) = b[n0+16q .. +16, k0+kk], zero
+   for n >= nb (and in the rows kk >= ks of a short slab, which are never read) */
 SIMD512_FN static void slab16_nt512(const job_t *j, scratch_t *w, const uint16_t *bc, ptrdiff_t k0,
                                     ptrdiff_t ks, ptrdiff_t n0, ptrdiff_t nb, ptrdiff_t nbp) {
     ptrdiff_t sbo = j->sbo, kofs = k0;
