@@ -7,6 +7,8 @@ Public API (docs/architecture.md)::
     machine = ktir.Machine()
     plan = machine.compile(fn)
     stats = plan.run({"arg": address, ...})
+    again = plan.replayer({"arg": address, ...})   # the same run as a tape replay, or None;
+    ktir.replay_state(machine)                     # valid while this is unchanged
     cost = ktir.estimate_latency(fn, {"K": 2048}, trace=True)   # the latency model, per call
 """
 
@@ -15,7 +17,8 @@ from .ir.errors import Diagnostic, EmulationFault, KtirError, Location
 from .exec.execute import RunStats
 from .ir.nodes import Function, Module
 from .exec.machine import Buffer, Machine
+from .exec.plan import replay_state
 
 __all__ = ["bulk_load", "check_legality", "estimate_latency", "load_module", "parse_text", "verify",
            "Diagnostic", "EmulationFault", "KtirError", "Location", "Function", "Module", "Buffer",
-           "Machine", "RunStats"]
+           "Machine", "RunStats", "replay_state"]

@@ -9,7 +9,10 @@ Life cycle (each step once, passes many times):
 2. :meth:`Runner.marshal` streams the checkpoint's weights into HBM, one tensor at a time, and
    allocates every other tensor (activations, per-pass inputs, the mask) once. Weights stay resident.
 3. :meth:`Runner.run` writes one pass's inputs into their resident buffers, runs the nodes in
-   manifest order, and returns a copy of the result tensor with per-node timings. With
+   manifest order, and returns a copy of the result tensor with per-node timings. Once a node's
+   plan replays a tape for its (fixed) arguments, the runner calls that replay directly
+   (``plan.replayer``: the same steps on the same values, without the plan's per-run binding
+   and dispatch) for as long as ``ktir.replay_state`` of the machine is unchanged. With
    ``last_token=True`` it returns the result's last row only, the lm_head computed for that row
    alone where the program allows it (``last_token.py``); the default computes every row.
 
@@ -105,6 +108,7 @@ class Runner:
         self.hbm_bytes = 0
         self.weight_bytes = 0  # the f16 weight bytes in HBM: what one pass reads of weights
         self._last_row: Any = None  # the one-row lm_head (last_token.LastRowHead), built once
+        self._replays: _Replays | None = None  # each node's plan.replayer, made between passes
         self.passes: list[PassResult] = []
 
     # ------------------------------------------------------------------ phase 1: parse + compile
@@ -166,6 +170,9 @@ class Runner:
         nodes = self.manifest.nodes
         head = self.last_row_head() if last_token else None
         one_row = head is not None and head.plan is not None
+        replays = self._replays
+        calls = replays.calls if replays is not None and \
+            replays.state == ktir.replay_state(self.machine) else [None] * len(nodes)
         times = [0.0] * len(nodes)
         nonfinite: NonFinite | None = None
         progress = _progress(len(nodes), self.show_progress)
@@ -177,6 +184,8 @@ class Runner:
                     if one_row and i == head.node:
                         head.x.write(self._buffers[head.source].read()[-1:])
                         head.plan.run(head.args)
+                    elif calls[i] is not None:
+                        calls[i]()
                     else:
                         plan.run(self._node_args[i])
                     _synchronize(self.machine.backend)
@@ -192,6 +201,7 @@ class Runner:
             if progress is not None:
                 progress.close()
         total = time.perf_counter() - start
+        self._make_replays()
         result = (head.out if one_row else self._buffers[self.manifest.result]).read()
         if last_token and not one_row:
             result = result[-1:]
@@ -199,6 +209,29 @@ class Runner:
         outcome = PassResult(result=result, node_seconds=times, seconds=total, nonfinite=nonfinite)
         self.passes.append(outcome)
         return outcome
+
+    def _make_replays(self) -> None:
+        """After a pass: each node's replayer (None where its plan would not replay a tape yet),
+        made again while some are missing, at most ``_Replays.TRIES`` times for one machine
+        state (a plan that never tapes is not asked every pass), and whenever the state moved."""
+        state = ktir.replay_state(self.machine)
+        old = self._replays
+        same = old is not None and old.state == state
+        if same and (old.complete or old.tries >= _Replays.TRIES):
+            return
+        calls = []
+        for plan, args in zip(self._plans, self._node_args):
+            make = getattr(plan, "replayer", None)
+            calls.append(make(args) if make is not None else None)
+        self._replays = _Replays(state, calls, old.tries + 1 if same else 1)
+
+    @property
+    def replayed_nodes(self) -> int:
+        """How many nodes the next pass runs as a direct tape replay (0 before any tape)."""
+        r = self._replays
+        if r is None or r.state != ktir.replay_state(self.machine):
+            return 0
+        return sum(c is not None for c in r.calls)
 
     def tensor(self, tensor_id: int) -> np.ndarray:
         """A copy of a tensor's current contents (for diagnostics and tests; no side effect on the
@@ -250,6 +283,22 @@ class Runner:
             return []
         order = sorted(range(len(per_node)), key=lambda i: -per_node[i])[:count]
         return [(i, self.manifest.nodes[i].fn, per_node[i]) for i in order]
+
+
+@dataclass
+class _Replays:
+    """Each node's ``plan.replayer`` (None where it has none yet), made in machine state
+    ``state`` (``ktir.replay_state``): used only while the machine is still in it."""
+
+    TRIES = 4  # attempts for one state while some node has no replayer
+
+    state: tuple
+    calls: list
+    tries: int
+
+    @property
+    def complete(self) -> bool:
+        return all(c is not None for c in self.calls)
 
 
 def _synchronize(backend: Any) -> None:

@@ -1,6 +1,8 @@
 """Whole forwards across passes with tapes (ktir/exec/tape.py) give exactly the logits of the plain
-plan: our emitted programs for the tiny checkpoints, five passes each with other tokens (so every
-replay reads fresh embeddings, masks and caches), against core-after-core runs without tapes."""
+plan: our emitted programs for the tiny checkpoints, eight passes each with other tokens (so every
+replay reads fresh embeddings, masks and caches), against core-after-core runs without tapes.
+From the fourth pass the runner calls each node's tape directly (``plan.replayer``); an HBM
+region allocated between passes stops that until the plans have recorded their tapes again."""
 
 from __future__ import annotations
 
@@ -40,8 +42,11 @@ def test_taped_passes_give_the_plain_logits(model, program, native_matmul):
     vendored = {tid: v for tid, v in read_vendored_inputs(manifest, input_tensor_ids(manifest)).items()
                 if any(s.id == tid and s.role in ("prefix_k", "prefix_v") for s in manifest.sources)}
     first = pass_spec(manifest, spec.config)
-    seen = []
-    for k in range(5):
+    seen, direct = [], []
+    for k in range(8):
+        if k == 5:  # regions change: every replayer is dropped, the tapes are recorded again
+            runners[0].machine.hbm.allocate((4, 4), "float16", name="extra")
+        direct.append(runners[0].replayed_nodes)
         tokens = (first.token_ids + 37 * k) % spec.config.vocab_size
         inputs = bind_pass_inputs(manifest, spec.config, ckpt,
                                   PassSpec(tokens, first.positions, first.past, first.prefix_ids),
@@ -52,5 +57,8 @@ def test_taped_passes_give_the_plain_logits(model, program, native_matmul):
                                       err_msg=f"pass {k}")
         seen.append(plain)
     assert not np.array_equal(seen[0], seen[-1])  # the passes did compute different things
-    assert sum(p.replays for p in runners[0]._plans) >= len(manifest.nodes)
+    n = len(manifest.nodes)
+    assert direct[:2] == [0, 0] and direct[3:5] == [n, n] and direct[5] == 0 and direct[-1] == n
+    assert runners[1].replayed_nodes == 0
+    assert sum(p.replays for p in runners[0]._plans) >= 3 * n
     assert sum(p.replays for p in runners[1]._plans) == 0

@@ -20,13 +20,13 @@ import numpy as np
 
 from ..backends.capabilities import caps_of
 from ..ir.errors import EmulationFault, KtirError
-from .execute import CoreContext, RunStats
+from .execute import CoreContext, RunStats, run_steps
 from ..ir.nodes import Function, RuntimeArgType, ScalarType
 from .reroll import compile_rerolled
 from .stacked import compile_stacked
 from .stacked_values import Contexts
 from .strategies import choose
-from .tape import Recorder, static_info
+from .tape import Recorder, fold_assignments, static_info
 
 
 @dataclass
@@ -206,6 +206,12 @@ class Plan:
 
     def _run_stacked(self, kind: str, splan, template: list, arg_slots: list, values: list):
         """One stacked (or rerolled) run: the steps, or their tape (tape.py)."""
+        senv = self._stacked_env(kind, template, arg_slots, values)
+        with np.errstate(all="ignore"):
+            self._run_taped(kind, splan.steps, senv, values, _run_all, _call)
+
+    def _stacked_env(self, kind: str, template: list, arg_slots: list, values: list) -> list:
+        """The env a stacked (or rerolled) run on ``values`` starts from."""
         contexts = self._contexts.get(kind)
         if contexts is None:  # without inter-tile ops a core's context never changes
             fn = self.fn
@@ -221,8 +227,46 @@ class Plan:
         senv[0] = contexts
         for s, v in zip(arg_slots, values):
             senv[s] = v
-        with np.errstate(all="ignore"):
-            self._run_taped(kind, splan.steps, senv, values, _run_all, _call)
+        return senv
+
+    def replayer(self, args):
+        """A callable that runs this plan on ``args`` as :meth:`run` would now, without its
+        per-run work: the tape a run on ``args`` replays, on a copy of the env such a run starts
+        from, its once-assigned static slots filled in (tape.fold_assignments; the same steps on
+        the same values: the same bytes, the same faults, a rerolled
+        run's fault rerun by :meth:`run` as its strategy does). None where a run on ``args``
+        would not replay a tape yet (no tape for them, a batched form still to be built,
+        checking mode). Valid while :func:`replay_state` of the machine is what it was when the
+        replayer was made; the caller checks that before each use."""
+        machine = self.machine
+        if self._tier_from is not None or getattr(machine, "checks", None) is not None:
+            return None
+        values = self._bind(args)
+        strategy = self._strategy
+        tape = self._tape
+        if strategy is None or self._chosen_for is not machine.grid_batching or tape is None:
+            return None
+        start = strategy.tape_env(self, values)
+        if start is None:
+            return None
+        kind, base = start
+        if tape.key != (kind, tuple(values), machine.hbm.generation):
+            return None
+        entries, base = fold_assignments(tape.entries, base)
+        run_all = run_steps if kind == "plain" else _run_all
+        rerolled = kind == "rerolled"
+
+        def replay() -> None:
+            try:
+                with np.errstate(all="ignore"):
+                    run_all(entries, base.copy())
+            except EmulationFault:
+                if not rerolled:
+                    raise
+                self.run(args)  # as Rerolled.run: the same bytes again, the fault located
+                return
+            self.replays += 1
+        return replay
 
     def _run_taped(self, kind: str, steps: list, env: list, values: list, run_all, run_one):
         """Run ``steps`` on ``env`` with ``run_all(steps, env)``, or replay this plan's tape for
@@ -257,6 +301,12 @@ class Plan:
                 info = static_info(self.fn, self._c.slots)
             self._static[kind] = info
         return info
+
+
+def replay_state(machine) -> tuple:
+    """What a plan's replayers (:meth:`Plan.replayer`) depend on besides its arguments: the
+    machine's HBM regions (their generation), its grid batching and whether it tapes."""
+    return machine.hbm.generation, machine.grid_batching, machine.tapes
 
 
 def _run_all(steps, env) -> None:

@@ -14,7 +14,9 @@
 step) and the machine's ``grid_batching``; everything a run does not vary by (the cores'
 coordinates) is computed then. Invariant: every strategy gives the bytes and the faults of
 running the cores one after the other (:class:`PerCore`), so the choice never changes a result.
-Strategies reach the plan only through its attributes; they import no driver.
+Strategies reach the plan only through its attributes; they import no driver. ``tape_env(plan,
+values)`` names the tape kind and builds the env a run on ``values`` starts from, for
+:meth:`Plan.replayer` (None where the strategy's runs are not taped).
 """
 
 from __future__ import annotations
@@ -58,9 +60,19 @@ class Single(_Plain):
         with np.errstate(all="ignore"):
             plan._run_taped("plain", plan._c.steps, env, values, run_steps, run_one)
 
+    def tape_env(self, plan, values: list):
+        """("plain", the env a run on ``values`` starts from); None with inter-tile ops (their
+        runs are not taped)."""
+        if plan.inter_tile:
+            return None
+        return "plain", self.envs(plan, values)[0]
+
 
 class PerCore(_Plain):
-    """The cores one after the other (the reference order)."""
+    """The cores one after the other (the reference order; never taped)."""
+
+    def tape_env(self, plan, values: list):
+        return None
 
     def run(self, plan, values: list) -> None:
         envs = self.envs(plan, values)
@@ -71,7 +83,10 @@ class PerCore(_Plain):
 
 
 class Lockstep(_Plain):
-    """The cores step by step, a batched step for all of them in one call."""
+    """The cores step by step, a batched step for all of them in one call (never taped)."""
+
+    def tape_env(self, plan, values: list):
+        return None
 
     def run(self, plan, values: list) -> None:
         envs = self.envs(plan, values)
@@ -80,7 +95,11 @@ class Lockstep(_Plain):
 
 
 class Threads(_Plain):
-    """One thread per core, sharing the run's mailboxes (inter-tile produce/reduce)."""
+    """One thread per core, sharing the run's mailboxes (inter-tile produce/reduce; never
+    taped)."""
+
+    def tape_env(self, plan, values: list):
+        return None
 
     def run(self, plan, values: list) -> None:
         exchange = Exchange(len(self.coords))
@@ -95,6 +114,11 @@ class Stacked:
     def run(self, plan, values: list) -> None:
         c = plan._c
         plan._run_stacked("stacked", c.stacked, c.template, c.arg_slots, values)
+
+    def tape_env(self, plan, values: list):
+        """("stacked", the stacked env a run on ``values`` starts from)."""
+        c = plan._c
+        return "stacked", plan._stacked_env("stacked", c.template, c.arg_slots, values)
 
 
 class Rerolled:
@@ -120,6 +144,16 @@ class Rerolled:
             self.then = grid_strategy(plan, True)
             plan._strategy, plan._chosen_for = self, True
         self.then.run(plan, values)
+
+    def tape_env(self, plan, values: list):
+        """("rerolled", its env) where a run on ``values`` takes the rerolled form; else what
+        ``then`` starts from, or None while the grid's stacked form is still to be built."""
+        rr = plan._c.rerolled
+        if rr.disjoint(values):
+            return "rerolled", plan._stacked_env("rerolled", rr.template, rr.arg_slots, values)
+        if plan._stack_from is not None:
+            return None
+        return self.then.tape_env(plan, values)
 
 
 def grid_strategy(plan, batching: bool):

@@ -144,7 +144,37 @@ def _setter(pairs: tuple):
     def step(env):
         for s, v in pairs:
             env[s] = v
+    step.pairs = pairs
     return step
+
+
+def fold_assignments(entries: list, env: list) -> tuple[list, list]:
+    """``entries`` replayed from ``env`` as (entries', env'): every slot that the tape's
+    assignments write once (a static value outside unrolled loops) holds its value in env' from
+    the start and is no longer assigned. The same bytes: such a slot holds an SSA value that no
+    step reads before its definition, and no other entry writes it (data steps and loop moves
+    write dynamic slots only); a slot assigned more than once (an unrolled loop's induction
+    variable, a static value in its body) keeps its assignments."""
+    count: dict = {}
+    for e in entries:
+        for s, _ in getattr(e, "pairs", ()):
+            count[s] = count.get(s, 0) + 1
+    env = list(env)
+    out = []
+    for e in entries:
+        pairs = getattr(e, "pairs", None)
+        if pairs is None:
+            out.append(e)
+            continue
+        kept = []
+        for s, v in pairs:
+            if count[s] == 1:
+                env[s] = v
+            else:
+                kept.append((s, v))
+        if kept:
+            out.append(_setter(tuple(kept)))
+    return out, env
 
 
 def _mover(loop: LoopShape, dst: list, src: list):

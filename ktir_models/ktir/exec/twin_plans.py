@@ -49,6 +49,25 @@ class TwinPlan:
     def replays(self) -> int:
         return self.fork.replays
 
+    def replayer(self, args):
+        """The fork's :meth:`~.plan.Plan.replayer` for ``args`` in this twin's names, its faults
+        reported as :meth:`run` reports them; None where :meth:`run` would not replay."""
+        names = self._names
+        if type(args) is not dict or len(args) != len(names) or \
+                not all(type(k) is str and k in names for k in args):
+            return None
+        inner = self.fork.replayer({names[k]: v for k, v in args.items()})
+        if inner is None:
+            return None
+        renaming = self.renaming
+
+        def replay() -> None:
+            try:
+                inner()
+            except (EmulationFault, KtirError) as exc:
+                raise renaming.error(exc) from None
+        return replay
+
     def run(self, args=()):
         seen = self._seen
         if seen is not None and seen[0] is args and seen[1] == args:
