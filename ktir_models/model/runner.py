@@ -148,6 +148,8 @@ class Runner:
             self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
             self.hbm_bytes += 2 * t.rows * t.cols
         self._node_args = []  # bound at the first pass (addresses never change after this)
+        self._finite_tests = []  # per node: (tensor id, its buffer's finite_test) per output
+        self._replays = None
         self.timings.marshal = time.perf_counter() - start
 
     # ------------------------------------------------------------------ phase 3: passes
@@ -161,6 +163,9 @@ class Runner:
             raise RuntimeError("Runner.run before load() and marshal()")
         if not self._node_args:
             self._node_args = self.program.bind({tid: buf.address for tid, buf in self._buffers.items()})
+            self._finite_tests = [[(a.tensor, self._buffers[a.tensor].finite_test())
+                                   for a in node.args if a.is_output]
+                                  for node in self.manifest.nodes]
         missing = [tid for tid in self._input_ids if tid not in inputs]
         if missing:
             raise UserError(f"{MANIFEST_FILE}: no host value for input tensor {missing[0]}")
@@ -171,8 +176,9 @@ class Runner:
         head = self.last_row_head() if last_token else None
         one_row = head is not None and head.plan is not None
         replays = self._replays
-        calls = replays.calls if replays is not None and \
-            replays.state == ktir.replay_state(self.machine) else [None] * len(nodes)
+        if replays is not None and replays.state != ktir.replay_state(self.machine):
+            replays = self._replays = None  # holds views of regions that may be gone
+        calls = replays.calls if replays is not None else [None] * len(nodes)
         times = [0.0] * len(nodes)
         nonfinite: NonFinite | None = None
         progress = _progress(len(nodes), self.show_progress)
@@ -219,6 +225,7 @@ class Runner:
         same = old is not None and old.state == state
         if same and (old.complete or old.tries >= _Replays.TRIES):
             return
+        self._replays = None
         calls = []
         for plan, args in zip(self._plans, self._node_args):
             make = getattr(plan, "replayer", None)
@@ -252,20 +259,23 @@ class Runner:
         from a device per output); only a tensor that holds one is read to locate it.
         ``last_row``: the one-row buffer node ``i`` wrote instead of its output (last-token
         pass); a non-finite element there is reported in the output's last row."""
-        node = self.manifest.nodes[i]
-        for a in node.args:
-            if not a.is_output:
-                continue
-            buf = self._buffers[a.tensor] if last_row is None else last_row
-            if buf.all_finite():
-                continue
+        for tensor, finite in self._finite_tests[i]:
+            if last_row is None:
+                if finite():
+                    continue
+                buf = self._buffers[tensor]
+            else:
+                buf = last_row
+                if buf.all_finite():
+                    continue
             data = buf.read()
             bad = ~np.isfinite(data)
             if bad.any():
                 flat = int(np.flatnonzero(bad)[0])
                 cols = data.shape[-1]
-                row = flat // cols if last_row is None else self.manifest.tensor(a.tensor).rows - 1
-                return NonFinite(i, node.fn, a.tensor, int(bad.sum()), (row, flat % cols))
+                row = flat // cols if last_row is None else self.manifest.tensor(tensor).rows - 1
+                return NonFinite(i, self.manifest.nodes[i].fn, tensor, int(bad.sum()),
+                                 (row, flat % cols))
         return None
 
     # ------------------------------------------------------------------ reporting helpers
@@ -290,7 +300,7 @@ class _Replays:
     """Each node's ``plan.replayer`` (None where it has none yet), made in machine state
     ``state`` (``ktir.replay_state``): used only while the machine is still in it."""
 
-    TRIES = 4  # attempts for one state while some node has no replayer
+    TRIES = 6  # attempts for one state while some node has no replayer (tapes: at a run <= 4)
 
     state: tuple
     calls: list

@@ -80,11 +80,18 @@ def test_runner_flags_first_nonfinite_node(tiny_program: Path, tiny_checkpoint) 
     runner.load()
     runner.marshal(tiny_checkpoint)
     inputs = bind_pass_inputs(man, TINY, tiny_checkpoint, PassSpec(np.array([1, 2]), np.arange(2)))
+    clean = inputs[0]
     inputs[0] = inputs[0].copy()
     inputs[0][1, 7] = np.float16(np.inf)
     out = runner.run(inputs)
     assert out.nonfinite is not None
     assert (out.nonfinite.node, out.nonfinite.tensor, out.nonfinite.first_index) == (0, 3, (1, 7))
+    # finite passes, until the nodes run as direct tape replays; then the inf is found again
+    for _ in range(5):
+        assert runner.run({**inputs, 0: clean}).nonfinite is None
+    assert runner.replayed_nodes == len(man.nodes)
+    again = runner.run(inputs).nonfinite
+    assert (again.node, again.tensor, again.first_index) == (0, 3, (1, 7))
 
 
 def test_weight_shape_checked_against_checkpoint(tiny_program: Path, tiny_checkpoint) -> None:

@@ -111,6 +111,22 @@ def all_finite(a: np.ndarray) -> bool | None:
     return not fns.any_nonfinite(a.ctypes.data, a.size)
 
 
+def nonfinite_probe(a: np.ndarray):
+    """A callable of no arguments answering, at each call, whether the C-contiguous float16
+    array ``a`` now holds an inf or NaN (one native pass, the pointer resolved once; the
+    callable keeps ``a`` alive); None where :func:`all_finite` would return None."""
+    if type(a) is not np.ndarray or a.dtype != F16 or not a.flags.c_contiguous:
+        return None
+    fns = _functions()
+    if fns is None:
+        return None
+    probe, ptr, n = fns.any_nonfinite, a.ctypes.data, a.size
+
+    def any_nonfinite(_keep=a) -> bool:
+        return probe(ptr, n) != 0
+    return any_nonfinite
+
+
 _FINITE_CHUNK = 1 << 20  # elements per step: bounds the temporary of a big tensor's test
 
 
