@@ -17,7 +17,7 @@ Life cycle (each step once, passes many times):
    alone where the program allows it (``last_token.py``); the default computes every row.
 
 Invariants: a tensor id maps to exactly one HBM buffer for the runner's whole life; weights are
-never written after marshalling; activations are overwritten by the node that produces them before
+never written after marshalling (their regions are read-only: a store into one faults); activations are overwritten by the node that produces them before
 any node reads them (checked by the manifest's dataflow validation).
 
 Back ends: the machine computes on its array back end (``ktir.Machine(backend=...)``, numpy by
@@ -138,7 +138,7 @@ class Runner:
             if src.role != "weight":
                 continue
             array = weight_loader(self.manifest, checkpoint, src)
-            buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}")
+            buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}", read_only=True)
             self._buffers[src.id] = buf
             self.hbm_bytes += array.nbytes
             self.weight_bytes += array.nbytes

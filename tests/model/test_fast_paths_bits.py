@@ -50,3 +50,21 @@ def test_two_kernel_threads_and_last_token_keep_the_bits(threads, backend, progr
         np.testing.assert_array_equal(bits(result), bits(plain[0]))
     for result in last:
         np.testing.assert_array_equal(bits(result), bits(plain[0][-1:]))
+
+
+@pytest.mark.parametrize("program, model", PROGRAMS + [("tiny-gqa4-llama3-decode-p31", "tiny-gqa4-llama3")])
+def test_n_contiguous_weight_copies_keep_the_bits(program, model):
+    """The native kernel reading N-contiguous copies of the weights (ktir/exec/row_major.py,
+    made where a tape's steps read a weight box, and by the K-loop rule) against reading the
+    weights where they lie: the same logits bits on every pass."""
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    runs = {}
+    for budget in (0, None):
+        runner, inputs, _ = prepared(FIXTURES / program, model, native_matmul=True,
+                                     row_major_bytes=budget)
+        runs[budget] = [runner.run(inputs).result for _ in range(5)]
+        used = runner.machine.row_major_used
+        assert (used > 0) == (budget is None), used
+    for k, (with_copies, without) in enumerate(zip(runs[None], runs[0])):
+        np.testing.assert_array_equal(bits(with_copies), bits(without), err_msg=f"pass {k}")

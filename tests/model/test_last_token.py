@@ -13,7 +13,8 @@ import pytest
 from fixture_runs import FIXTURES, bits, prepared
 from ktir_models.ktir.backends import seqmm
 from ktir_models.model.checks import golden as golden_mod
-from ktir_models.model.inputs.bindings import pass_spec
+from ktir_models.errors import UserError
+from ktir_models.model.inputs.bindings import load_weight, pass_spec
 from ktir_models.model.registry import resolve_model
 from ktir_models.model.checks.report import judge
 
@@ -123,12 +124,19 @@ def test_a_non_finite_logit_of_the_one_row_kernel_is_reported_in_the_last_row():
     """Inf in one lm_head weight row: only the lm_head's output holds it; the last-token pass
     names the lm_head node and the element (m - 1, that column), as the all-rows pass does for
     its rows."""
-    runner, inputs, _ = prepared(FIXTURES / "tiny-mha-prefill7", "tiny-mha", native_matmul=True)
+    runner, inputs, ckpt = prepared(FIXTURES / "tiny-mha-prefill7", "tiny-mha", native_matmul=True)
     lm_head = runner.manifest.nodes[-1]
     weight = next(a.tensor for a in lm_head.args if a.name == "w")
-    values = runner.tensor(weight)
-    values[5] = np.inf  # logit column 5 of every row
-    runner._buffers[weight].write(values)
+    with pytest.raises(UserError, match="read-only"):  # weights never change once marshalled
+        runner._buffers[weight].write(runner.tensor(weight))
+
+    def with_inf(manifest, ckpt_, src):
+        values = load_weight(manifest, ckpt_, src)
+        if src.id == weight:
+            values = values.copy()
+            values[5] = np.inf  # logit column 5 of every row
+        return values
+    runner.marshal(ckpt, weight_loader=with_inf)
     everything = runner.run(inputs).nonfinite
     last = runner.run(inputs, last_token=True)
     assert runner.last_row_head().plan is not None

@@ -24,6 +24,7 @@ from ..backends.capabilities import caps_of
 from ..backends.f16_convert import f16_all_finite  # noqa: F401  (re-exported: model/ reads it here)
 from ..backends.f16_convert import nonfinite_probe
 from .compile import compile_function
+from .row_major import default_budget
 from ..ir.errors import FaultSignal
 from .execute import RunStats  # noqa: F401  (re-exported: a plan's run report)
 
@@ -141,6 +142,8 @@ class Buffer:
 
     def write(self, array) -> None:
         """Copy ``array`` (same element count) into the buffer and mark it initialised."""
+        if not self.region.writable:
+            raise UserError(f"buffer {self.name} is read-only (a weight): its bytes never change")
         src = np.asarray(array, dtype=self.dtype)
         n = self.size
         if src.size != n:
@@ -213,13 +216,18 @@ class HBM:
         return Buffer(self, region, shape, dtype)
 
     def allocate_from(self, array, name: str = "buffer", byte_address: int | None = None,
-                      copy: bool = False) -> Buffer:
+                      copy: bool = False, read_only: bool = False) -> Buffer:
         """A buffer initialised with ``array``. A C-contiguous array is adopted without a copy
         (the buffer shares its memory; a read-only array makes a read-only region) unless
-        ``copy`` is True."""
+        ``copy`` is True. ``read_only``: the region is read-only whatever ``array`` is (a
+        model's weights): a kernel's store into it faults, so its bytes never change, which
+        lets the native kernel read copies of its boxes (row_major.py)."""
         arr = np.asarray(array)
         if copy or not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr).copy()
+        if read_only and arr.flags.writeable:
+            arr = arr.view()
+            arr.flags.writeable = False
         flat = arr.reshape(-1).view(np.uint8)
         start = self._place(flat.shape[0], byte_address, name)
         region = Region(start, flat, name, initialised=True)
@@ -407,6 +415,10 @@ class Machine:
     region) or ``"lenient"`` (the reference interpreter's model, for harnesses that place data at
     fixed addresses: see :class:`HBM`).
 
+    ``row_major_bytes``: at most this many bytes of N-contiguous copies of read-only weight boxes
+    that the native kernel would read transposed (:mod:`.row_major`; the same bits, read faster);
+    None: a sixth of the host's memory, at most 4 GiB; 0: none.
+
     ``lx_model``: how LX bytes are counted (:mod:`.lx_liveness`): ``"allocator"`` (default; values
     live from definition to last use, elementwise results in place of dying operands) or
     ``"strict"`` (the earlier conservative count, an opt-in check).
@@ -416,7 +428,8 @@ class Machine:
                  address_unit: str | int = "element", f32_cache_bytes: int = 6 << 30,
                  backend="numpy", device: str = "auto", grid_batching: bool = True,
                  native_matmul: bool | None = None, tapes: bool = True,
-                 lx_model: str = "allocator", hbm: str = "strict"):
+                 lx_model: str = "allocator", hbm: str = "strict",
+                 row_major_bytes: int | None = None):
         from ..verify.lx_liveness import MODELS
 
         if hbm not in ("strict", "lenient"):
@@ -465,6 +478,11 @@ class Machine:
         self.f32_cache: dict = {}
         self.f32_cache_bytes = int(f32_cache_bytes)
         self.f32_cache_used = 0
+        # N-contiguous copies of read-only weight boxes the native kernel reads (row_major.py):
+        # key -> (region, array), at most row_major_bytes (None: row_major.default_budget())
+        self.row_major_cache: dict = {}
+        self.row_major_bytes = default_budget() if row_major_bytes is None else int(row_major_bytes)
+        self.row_major_used = 0
 
     def matmul_order(self) -> str:
         """How this machine sums f16 x f16 matmuls (reports name it: it decides the last bits)."""

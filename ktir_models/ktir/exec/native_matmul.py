@@ -37,3 +37,20 @@ def feeds_native_matmuls(c, v) -> bool:
     users = c.users.get(id(v), [])
     return bool(users) and c.machine.native_matmul and only_matmul_users(c, v) and \
         all(uses_native(c, u) for u in users)
+
+
+def weight_n_axis(c, v) -> int | None:
+    """The axis of ``v`` that is N for every user, where each user is a matmul on the native
+    kernel reading ``v`` as its B operand (-2 for ``linalg.matmul_transpose_b``'s [N, K], -1
+    for the others' [K, N]); None otherwise (an A operand, other users, users that disagree).
+    row_major.py then may hand those users an N-contiguous copy."""
+    users = c.users.get(id(v), [])
+    if not users or not feeds_native_matmuls(c, v):
+        return None
+    axes = set()
+    for u in users:
+        ins = u.groups.get("ins", [])
+        if u.name == "linalg.matvec" or len(ins) < 2 or ins[1] is not v or ins[0] is v:
+            return None
+        axes.add(-2 if u.name == "linalg.matmul_transpose_b" else -1)
+    return axes.pop() if len(axes) == 1 else None

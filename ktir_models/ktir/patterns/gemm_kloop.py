@@ -276,6 +276,7 @@ def build_native_kloop(c, op, m: KLoop):
     from ..dialects.ktdp.access import load_tile
     from ..dialects.ktdp.transfer import load_view
     from ..exec.memory_views import Tile
+    from ..exec.row_major import n_contiguous
 
     plans, trips, step_k, mm, acc = _plans(c, m), m.trips, m.step_k, m.mm, m.acc
     (a_base, a_lo, a_ext, _), (b_base, b_lo, b_ext, _) = plans
@@ -292,7 +293,7 @@ def build_native_kloop(c, op, m: KLoop):
         env[iv_slot] = lb_value  # anchors of the first trip
         A = load_tile(Tile(env[a_base], a_lo(env), a_ext, None, None, a_ext))
         B = load_view(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
-        return A, B, env[init_slot]
+        return A, weight(B, getattr(env[b_base], "region", None)), env[init_slot]
 
     def run(A, B, total):
         return kloop(A, B, total, trips=trips, kb=step_k, transpose_b=transpose_b,
@@ -330,13 +331,18 @@ def build_native_kloop(c, op, m: KLoop):
         B = fixed_block(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
         return None if A is None or B is None else (A, B)
 
+    def weight(B, region):
+        """B as the kernel reads it fastest: an N-contiguous copy of a read-only region's box
+        (row_major.py; the same values, so the same bits), else B."""
+        return n_contiguous(c.machine, region, B, -2 if transpose_b else -1)
+
     def specialize(env):
         """One core: the kernel reads A and B where they lie (read in the same step, as the
         loop's loads would copy them)."""
         ab = placed(env)
         if ab is None:
             return None
-        A, B = ab[0][None], ab[1][None]
+        A, B = ab[0][None], weight(ab[1][None], getattr(env[b_base], "region", None))
 
         def fast(env):
             env[res_slot] = run(A, B, np.asarray(env[init_slot])[None])[0]
@@ -356,6 +362,7 @@ def build_native_kloop(c, op, m: KLoop):
         B = _evenly_spaced([ab[1] for ab in boxes])
         if A is None or B is None:
             return None
+        B = weight(B, getattr(CoreEnv(senv, 0, vary)[b_base], "region", None))
         init_varies = vary[init_slot]
         rows = _as_rows(A) if B.shape[0] == 1 and A.shape[0] == C > 1 else None
         if rows is not None:  # a shared B: the cores' A rows as one [1, C*m, K] operand

@@ -137,7 +137,8 @@ class Session:
             if array.size != t.rows * t.cols:
                 raise UserError(f"weight {name}: shape {list(array.shape)} does not fit [{t.rows}, {t.cols}]")
             array = array.reshape(-1, array.shape[-1]) if array.ndim == 2 else array.reshape(1, -1)
-            self._weights[disk] = self.machine.hbm.allocate_from(np.ascontiguousarray(array), name=name)
+            self._weights[disk] = self.machine.hbm.allocate_from(np.ascontiguousarray(array), name=name,
+                                                                 read_only=True)
         return self._weights[disk]
 
     # ------------------------------------------------------------------ passes

@@ -108,7 +108,7 @@ class ServingEngine:
                 raise UserError(f"weight {name}: {array.size} elements, the program expects {size}")
             array = array.reshape(-1, array.shape[-1]) if array.ndim == 2 else array.reshape(1, -1)
             self._weights[disk] = self.machine.hbm.allocate_from(np.ascontiguousarray(array),
-                                                                 name=name)
+                                                                 name=name, read_only=True)
         return self._weights[disk]
 
     def run(self, step: LoadedStep, tables: StepTables) -> np.ndarray:

@@ -22,7 +22,8 @@ from ...ir.errors import KtirError
 from ...ir.nodes import AccessTileType, Op, TensorType
 from ...latency.walker import CoreWalker
 from ...exec.memory_views import Tile
-from ...exec.native_matmul import feeds_native_matmuls, only_matmul_users
+from ...exec.native_matmul import feeds_native_matmuls, only_matmul_users, weight_n_axis
+from ...exec.row_major import n_contiguous
 from ...ir.registry import implements, set_part
 from ...exec.stacked_values import Fallback, StackedTile
 from ...verify.rules import Rule, check_declared_operands, elem as _elem, fail, same_shape
@@ -216,6 +217,8 @@ def build_load(c, op):
         def step(env):
             env[ir] = load_tile(env[it])
 
+    n_axis = weight_n_axis(c, op.result) if as_view else None
+
     def specialize(env):
         tile = env[it]
         block = fixed_block(tile)
@@ -224,6 +227,8 @@ def build_load(c, op):
         if as_view and tile.view.region is not None:  # as load_view: LX boxes are copied
             block = block.view()
             block.flags.writeable = False
+            if n_axis is not None:  # a weight: the kernel reads it faster N-contiguous
+                block = n_contiguous(c.machine, tile.view.region, block, n_axis)
             return lambda env: env.__setitem__(ir, block)
         return lambda env: env.__setitem__(ir, block.copy())
 
@@ -269,6 +274,7 @@ def stacked_load(b, op, plain):
     f32 = not feeds_native_matmuls(c, op.result) and only_matmul_users(c, op.result) and \
         op.result.type.elem in ("f16", "bf16")
     view = id(op) in c.view_loads  # the native kernel reads the f16 where it lies
+    n_axis = weight_n_axis(c, op.result) if view else None
     machine = c.machine
     F32 = np.dtype(np.float32)
 
@@ -380,6 +386,8 @@ def stacked_load(b, op, plain):
         if perm is not None:
             block = block.transpose(perm)
         if view:
+            if n_axis is not None:  # a weight: the kernel reads it faster N-contiguous
+                block = n_contiguous(machine, where[0].view.region, block, n_axis)
             return lambda senv: senv.__setitem__(ir, block)
         return lambda senv: senv.__setitem__(ir, np.array(block, copy=True))
 

@@ -1,0 +1,109 @@
+"""N-contiguous weight copies (ktir/exec/row_major.py): where a tape's step hands the native kernel
+a box of a read-only region that it would read transposed, it hands it a copy holding the same
+values N-contiguous. The bytes computed must be those of reading the weight where it lies (a
+machine without copies), box by box, and only read-only regions are ever copied."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_machine import load, program, store, tile, ty, view
+
+from ktir_models import ktir
+from ktir_models.ktir.backends import seqmm
+from ktir_models.ktir.exec.row_major import n_contiguous
+
+pytestmark = pytest.mark.skipif(not seqmm.available(),
+                                reason=f"native kernel unavailable: {seqmm.unavailable_reason()}")
+RNG = np.random.default_rng(3)
+M, K, N = 2, 64, 32  # x [M, K] @ two boxes W[0:N] and W[N:2N] of one weight [2N, K], transposed
+
+
+def two_boxes() -> ktir.Function:
+    """o[:, 0:N] = x @ W[0:N]^T and o[:, N:2N] = x @ W[N:2N]^T: two boxes of one region with
+    the same shape and strides (only their addresses differ)."""
+    body = (view("vx", "x", (M, K)) + view("vw", "w", (2 * N, K)) + view("vo", "o", (M, 2 * N))
+            + tile("tx", "vx", (M, K), (M, K), "%c0, %c0") + load("xv", "tx", (M, K))
+            + f"    %n = arith.constant {N} : index\n"
+            + f"    %z = arith.constant dense<0.0> : tensor<{ty((M, N))}>\n")
+    for h, row in ((0, "%c0"), (1, "%n")):
+        body += (tile(f"tw{h}", "vw", (2 * N, K), (N, K), f"{row}, %c0")
+                 + load(f"w{h}", f"tw{h}", (N, K))
+                 + f"    %r{h} = linalg.matmul_transpose_b ins(%xv, %w{h} : tensor<{ty((M, K))}>, "
+                   f"tensor<{ty((N, K))}>) outs(%z : tensor<{ty((M, N))}>) -> tensor<{ty((M, N))}>\n"
+                 + tile(f"to{h}", "vo", (M, 2 * N), (M, N), f"%c0, {row}")
+                 + store(f"r{h}", f"to{h}", (M, N)))
+    return program("%x: index, %w: index, %o: index", body)
+
+
+def _runs(machine, read_only: bool, xs) -> list:
+    w = (RNG.standard_normal((2 * N, K)) * 0.5).astype(np.float16)
+    bw = machine.hbm.allocate_from(w, name="w", read_only=read_only)
+    bx = machine.hbm.allocate((M, K), "float16", name="x")
+    bo = machine.hbm.allocate((M, 2 * N), "float16", name="o")
+    plan = machine.compile(two_boxes())
+    out = []
+    for x in xs:
+        bx.write(x)
+        plan.run([bx.address, bw.address, bo.address])
+        out.append(bo.read().view(np.uint16))
+    return out, w
+
+
+def test_each_box_of_a_read_only_weight_is_copied_and_computes_the_same_bits():
+    xs = [(RNG.standard_normal((M, K))).astype(np.float16) for _ in range(6)]
+    state = RNG.bit_generator.state
+    with_copies = ktir.Machine(native_matmul=True)
+    got, w = _runs(with_copies, True, xs)
+    RNG.bit_generator.state = state
+    plain = ktir.Machine(native_matmul=True, row_major_bytes=0, tapes=False, grid_batching=False)
+    want, w2 = _runs(plain, True, xs)
+    assert np.array_equal(w, w2)
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a, b, err_msg=f"run {k}")
+    # the two halves: two copies, one per box, the weight's bytes in all
+    assert len(with_copies.row_major_cache) == 2 and with_copies.row_major_used == w.nbytes
+    assert plain.row_major_used == 0
+    # the halves differ, so a copy reused for the other box would have shown
+    assert not np.array_equal(got[-1][:, :N], got[-1][:, N:])
+
+
+def test_a_writable_weight_is_never_copied():
+    m = ktir.Machine(native_matmul=True)
+    _runs(m, False, [np.ones((M, K), np.float16)] * 5)
+    assert m.row_major_used == 0 and not m.row_major_cache
+
+
+def test_the_budget_bounds_the_copies():
+    m = ktir.Machine(native_matmul=True, row_major_bytes=N * K * 2)  # one box's bytes
+    _runs(m, True, [np.ones((M, K), np.float16)] * 5)
+    assert len(m.row_major_cache) == 1 and m.row_major_used == N * K * 2
+
+
+def test_a_read_only_region_refuses_stores_and_writes():
+    m = ktir.Machine()
+    b = m.hbm.allocate_from(np.zeros((4, 16), np.float16), name="w", read_only=True)
+    body = (view("vw", "w", (4, 16)) + tile("tw", "vw", (4, 16), (4, 16), "%c0, %c0")
+            + "    %v = arith.constant dense<1.0> : tensor<4x16xf16>\n" + store("v", "tw", (4, 16)))
+    with pytest.raises(ktir.EmulationFault, match="read-only"):
+        m.compile(program("%w: index", body)).run([b.address])
+    with pytest.raises(Exception, match="read-only"):
+        b.write(np.ones((4, 16), np.float16))
+    assert not b.read().any()
+
+
+def test_n_contiguous_copies_hold_the_same_values_n_contiguous():
+    m = ktir.Machine()
+    w = (RNG.standard_normal((3, 40, 24))).astype(np.float16)
+    buf = m.hbm.allocate_from(w, name="w", read_only=True)
+    block = buf.region.typed(np.dtype(np.float16))[:w.size].reshape(w.shape)  # [C, N, K], K unit-stride
+    nt = n_contiguous(m, buf.region, block, -2)
+    assert nt.shape == block.shape and np.array_equal(nt, block) and nt.strides[-2] == 2
+    assert n_contiguous(m, buf.region, block, -2) is nt  # cached
+    nn = block.swapaxes(-1, -2)  # [C, K, N] with N strided
+    copy = n_contiguous(m, buf.region, nn, -1)
+    assert np.array_equal(copy, nn) and copy.flags.c_contiguous
+    assert n_contiguous(m, buf.region, copy, -1) is copy  # N unit-stride already: as it is
+    writable = m.hbm.allocate_from(w.copy(), name="v")
+    view_ = writable.region.typed(np.dtype(np.float16))[:w.size].reshape(w.shape)
+    assert n_contiguous(m, writable.region, view_, -2) is view_
