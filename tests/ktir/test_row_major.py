@@ -107,3 +107,52 @@ def test_n_contiguous_copies_hold_the_same_values_n_contiguous():
     writable = m.hbm.allocate_from(w.copy(), name="v")
     view_ = writable.region.typed(np.dtype(np.float16))[:w.size].reshape(w.shape)
     assert n_contiguous(m, writable.region, view_, -2) is view_
+
+
+def kloop_program(m: int, k: int, n: int, kb: int) -> ktir.Function:
+    """o = sum over K blocks of x[:, blk] @ W[:, blk]^T, each block's f16 partial added in f16:
+    a K-loop the gemm-kloop-native rule runs as one kernel call, W [n, k] shared by the rows."""
+    body = (view("va", "a", (m, k)) + view("vb", "b", (n, k)) + view("vo", "o", (m, n))
+            + f"    %K = arith.constant {k} : index\n    %KB = arith.constant {kb} : index\n"
+            + f"    %z = arith.constant dense<0.0> : tensor<{ty((m, n))}>\n"
+            + f"    %mm = scf.for %k = %c0 to %K step %KB iter_args(%acc = %z) -> "
+              f"(tensor<{ty((m, n))}>) {{\n"
+            + tile("ta", "va", (m, k), (m, kb), "%c0, %k") + tile("tb", "vb", (n, k), (n, kb), "%c0, %k")
+            + load("x", "ta", (m, kb)) + load("w", "tb", (n, kb))
+            + f"    %p = linalg.matmul_transpose_b ins(%x, %w : tensor<{ty((m, kb))}>, "
+              f"tensor<{ty((n, kb))}>) outs(%z : tensor<{ty((m, n))}>) -> tensor<{ty((m, n))}>\n"
+            + f"    %nx = arith.addf %acc, %p : tensor<{ty((m, n))}>\n"
+            + f"    scf.yield %nx : tensor<{ty((m, n))}>\n    }}\n"
+            + tile("to", "vo", (m, n), (m, n), "%c0, %c0") + store("mm", "to", (m, n)))
+    return program("%a: index, %b: index, %o: index", body)
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_a_shared_weight_of_a_kloop_is_read_in_blocks_with_the_same_bits(m):
+    k, n, kb = 96, 192, 32  # n: three blocks of 64 columns
+    w = (RNG.standard_normal((n, k)) * 0.3).astype(np.float16)
+    xs = [RNG.standard_normal((m, k)).astype(np.float16) for _ in range(6)]
+    outs = []
+    for budget in (None, 0):
+        mach = ktir.Machine(native_matmul=True, row_major_bytes=budget)
+        bw = mach.hbm.allocate_from(w, name="w", read_only=True)
+        ba = mach.hbm.allocate((m, k), "float16", name="a")
+        bo = mach.hbm.allocate((m, n), "float16", name="o")
+        plan = mach.compile(kloop_program(m, k, n, kb))
+        runs = []
+        for x in xs:
+            ba.write(x)
+            plan.run([ba.address, bw.address, bo.address])
+            runs.append(bo.read().view(np.uint16))
+        outs.append(runs)
+        blocked = [key for key in mach.row_major_cache if key[0] == "blocked"]
+        assert len(blocked) == (1 if budget is None else 0)
+    for run, (a, b) in enumerate(zip(*outs)):
+        np.testing.assert_array_equal(a, b, err_msg=f"run {run}")
+    # and against numpy (the loop's roundings, f64 partials: within an f16 rounding or two)
+    want = np.zeros((m, n), np.float16)
+    for k0 in range(0, k, kb):
+        part = xs[-1][:, k0:k0 + kb].astype(np.float64) @ w[:, k0:k0 + kb].astype(np.float64).T
+        want = (want.astype(np.float32) + part.astype(np.float16).astype(np.float32)).astype(np.float16)
+    got = outs[0][-1].view(np.float16).astype(np.float64)
+    assert np.allclose(got, want, rtol=4e-3, atol=4e-3)

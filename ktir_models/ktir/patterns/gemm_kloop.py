@@ -276,7 +276,7 @@ def build_native_kloop(c, op, m: KLoop):
     from ..dialects.ktdp.access import load_tile
     from ..dialects.ktdp.transfer import load_view
     from ..exec.memory_views import Tile
-    from ..exec.row_major import n_contiguous
+    from ..exec.row_major import BlockedWeight, n_contiguous
 
     plans, trips, step_k, mm, acc = _plans(c, m), m.trips, m.step_k, m.mm, m.acc
     (a_base, a_lo, a_ext, _), (b_base, b_lo, b_ext, _) = plans
@@ -293,11 +293,14 @@ def build_native_kloop(c, op, m: KLoop):
         env[iv_slot] = lb_value  # anchors of the first trip
         A = load_tile(Tile(env[a_base], a_lo(env), a_ext, None, None, a_ext))
         B = load_view(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
-        return A, weight(B, getattr(env[b_base], "region", None)), env[init_slot]
+        return A, B, env[init_slot]
+
+    def kernel(A, B, total, transposed):
+        return kloop(A, B, total, trips=trips, kb=step_k, transpose_b=transposed,
+                     part_dtype=part_dt, acc_dtype=acc_dt)
 
     def run(A, B, total):
-        return kloop(A, B, total, trips=trips, kb=step_k, transpose_b=transpose_b,
-                     part_dtype=part_dt, acc_dtype=acc_dt)
+        return kernel(A, B, total, transpose_b)
 
     def step(env):
         A, B, total = operands(env)
@@ -331,10 +334,18 @@ def build_native_kloop(c, op, m: KLoop):
         B = fixed_block(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
         return None if A is None or B is None else (A, B)
 
-    def weight(B, region):
-        """B as the kernel reads it fastest: an N-contiguous copy of a read-only region's box
-        (row_major.py; the same values, so the same bits), else B."""
-        return n_contiguous(c.machine, region, B, -2 if transpose_b else -1)
+    n_axis = -2 if transpose_b else -1
+
+    def weighted(A, B, region):
+        """``total -> out`` = run(A, B, total) with B read as the kernel streams it fastest
+        (row_major.py: a read-only weight shared by every row in blocks, per-core boxes of few
+        columns N-contiguous; the same values, so the same bits)."""
+        if A.shape[0] == 1 and B.shape[0] == 1:
+            blocked = BlockedWeight.of(c.machine, region, B, n_axis)
+            if blocked is not None:
+                return blocked.bind(A, kernel)
+        B = n_contiguous(c.machine, region, B, n_axis)
+        return lambda total: run(A, B, total)
 
     def specialize(env):
         """One core: the kernel reads A and B where they lie (read in the same step, as the
@@ -342,10 +353,10 @@ def build_native_kloop(c, op, m: KLoop):
         ab = placed(env)
         if ab is None:
             return None
-        A, B = ab[0][None], weight(ab[1][None], getattr(env[b_base], "region", None))
+        call = weighted(ab[0][None], ab[1][None], getattr(env[b_base], "region", None))
 
         def fast(env):
-            env[res_slot] = run(A, B, np.asarray(env[init_slot])[None])[0]
+            env[res_slot] = call(np.asarray(env[init_slot])[None])[0]
         return fast
 
     def specialize_stacked(senv, vary: list, C: int):
@@ -362,23 +373,25 @@ def build_native_kloop(c, op, m: KLoop):
         B = _evenly_spaced([ab[1] for ab in boxes])
         if A is None or B is None:
             return None
-        B = weight(B, getattr(CoreEnv(senv, 0, vary)[b_base], "region", None))
+        region = getattr(CoreEnv(senv, 0, vary)[b_base], "region", None)
         init_varies = vary[init_slot]
         rows = _as_rows(A) if B.shape[0] == 1 and A.shape[0] == C > 1 else None
         if rows is not None:  # a shared B: the cores' A rows as one [1, C*m, K] operand
             m = A.shape[1]
+            call = weighted(rows, B, region)
 
             def fast_rows(senv):
                 total = np.asarray(senv[init_slot])
                 if not init_varies:
                     total = np.broadcast_to(total, (C,) + total.shape)
-                out = run(rows, B, total.reshape((1, C * m) + total.shape[2:]))
+                out = call(total.reshape((1, C * m) + total.shape[2:]))
                 senv[res_slot] = out.reshape((C, m) + out.shape[2:])
             return fast_rows
+        call = weighted(A, B, region) if not init_varies else (lambda total: run(A, B, total))
 
         def fast(senv):
             total = np.asarray(senv[init_slot])
-            out = run(A, B, total if init_varies else total[None])
+            out = call(total if init_varies else total[None])
             if out.shape[0] != C:  # every core read the same A and B: the same result C times
                 out = np.ascontiguousarray(np.broadcast_to(out, (C,) + out.shape[1:]))
             senv[res_slot] = out
