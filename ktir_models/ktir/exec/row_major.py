@@ -19,6 +19,8 @@ served; 0 turns them off) and shared by every step that reads the same box.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 
@@ -76,61 +78,70 @@ def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
 
 
 class BlockedWeight:
-    """A weight B shared by every row of a call ([1, K, N], or [1, N, K] for transpose_b), held
-    as ``data`` [G, K, BLOCK]: block g is B's columns [g*BLOCK, (g+1)*BLOCK), k-major and
-    contiguous, so the kernel streams each block in order. :meth:`bind` makes the call on one
-    fixed A: the G blocks as G "cores" sharing A's rows (stride 0), the output's blocks put side
-    by side again. Every output element is the kernel's sequential sum over k of the same
-    products whatever the batching (backends/seqmm.py), so the bits are those of the call on
-    B itself."""
+    """A weight B read by the same rows A in every box of a call ([Cb, K, N], or [Cb, N, K] for
+    transpose_b; Cb = 1 for a weight shared by every row), held as ``data`` [Cb*G, K, BLOCK]:
+    block (c, g) is box c's columns [g*BLOCK, (g+1)*BLOCK), k-major and contiguous, so the kernel
+    streams each block in order. :meth:`bind` makes the call on one fixed A [1, M, K]: the
+    Cb*G blocks as cores sharing A's rows (stride 0), the output's blocks put side by side
+    again. Every output element is the kernel's sequential sum over k of the same products
+    whatever the batching (backends/seqmm.py), so the bits are those of the call on B itself."""
 
-    def __init__(self, data: np.ndarray, n: int):
+    def __init__(self, data: np.ndarray, boxes: int, n: int):
         self.data = data
+        self.boxes = boxes
         self.n = n
 
     @staticmethod
     def of(machine, region, B: np.ndarray, n_axis: int):
-        """B's blocked copy (cached per box), or None where B is not one read-only box read as
-        [1, ...], N is not a multiple of BLOCK or is unit-stride already, or the budget is
+        """B's blocked copy (cached per box), or None where B is not read-only boxes read as
+        [Cb, ...], N is not a multiple of BLOCK or is unit-stride already, or the budget is
         spent."""
-        if B.ndim != 3 or B.shape[0] != 1 or not _copyable(machine, region, B, n_axis) or \
-                B.shape[n_axis] % BLOCK:
+        if B.ndim != 3 or not _copyable(machine, region, B, n_axis) or B.shape[n_axis] % BLOCK:
             return None
-        kn = B[0] if n_axis == -1 else B[0].swapaxes(0, 1)  # [K, N]
-        K, N = kn.shape
+        kn = B if n_axis == -1 else B.swapaxes(1, 2)  # [Cb, K, N]
+        boxes, K, N = kn.shape
         key = ("blocked", id(region), B.__array_interface__["data"][0], B.shape, B.strides)
         hit = machine.row_major_cache.get(key)
         if hit is not None and hit[0] is region:
-            return BlockedWeight(hit[1], N)
-        copy = np.ascontiguousarray(kn.reshape(K, N // BLOCK, BLOCK).transpose(1, 0, 2))
-        kept = _keep(machine, key, region, copy)
-        return None if kept is None else BlockedWeight(kept, N)
+            return BlockedWeight(hit[1], boxes, N)
+        G = N // BLOCK
+        copy = np.ascontiguousarray(kn.reshape(boxes, K, G, BLOCK).transpose(0, 2, 1, 3))
+        kept = _keep(machine, key, region, copy.reshape(boxes * G, K, BLOCK))
+        return None if kept is None else BlockedWeight(kept, boxes, N)
 
     def bind(self, A: np.ndarray, kernel):
         """A callable ``total -> out`` equal to ``kernel(A, B, total, False)`` for this
-        weight's B read as [1, K, N] (``kernel(A, B, total, transpose_b)``: the K-loop's kernel
-        call), A a [1, M, K] view read afresh on every call, total None or [1 or 1, M, N]."""
-        G, M = self.data.shape[0], A.shape[1]
-        n = self.n
-        rows = np.lib.stride_tricks.as_strided(A, shape=(G, M, A.shape[2]),
-                                               strides=(0,) + A.strides[1:], writeable=False)
-        data = self.data
+        weight's B read as [Cb, K, N] (``kernel(A, B, total, transpose_b)``: the K-loop's kernel
+        call), A a [1, M, K] view read afresh on every call, total None or [1 or Cb, M, N];
+        out [Cb, M, N]."""
+        data, boxes, n = self.data, self.boxes, self.n
+        G, M = n // BLOCK, A.shape[1]
+        rows = _repeated(A, boxes * G)
 
         def call(total):
             acc = None
             if total is not None:
-                acc = np.asarray(total).reshape(M, G, BLOCK).transpose(1, 0, 2)
-            out = kernel(rows, data, acc, False)  # [G, M, BLOCK]
-            return np.ascontiguousarray(out.transpose(1, 0, 2)).reshape(1, M, n)
+                acc = np.broadcast_to(np.asarray(total), (boxes, M, n)).reshape(
+                    boxes, M, G, BLOCK).transpose(0, 2, 1, 3).reshape(boxes * G, M, BLOCK)
+            out = kernel(rows, data, acc, False).reshape(boxes, G, M, BLOCK)
+            return np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(boxes, M, n)
         return call
+
+
+def _repeated(A: np.ndarray, count: int) -> np.ndarray:
+    """A [1, M, K] as a read-only [count, M, K] view (stride 0 over count)."""
+    shape, strides = (count,) + A.shape[1:], (0,) + A.strides[1:]
+    if A.flags.c_contiguous:  # the ndarray constructor: ~1 us against ~8 for as_strided
+        out = np.ndarray(shape, A.dtype, A, 0, strides)
+        out.flags.writeable = False
+        return out
+    return np.lib.stride_tricks.as_strided(A, shape=shape, strides=strides, writeable=False)
 
 
 def default_budget() -> int:
     """Bytes of copies a machine keeps by default: a sixth of the host's memory, at most 4 GiB
     (a 1B model's weights fit; an 8B model's first layers)."""
     try:
-        import os
-
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 1 << 30

@@ -302,9 +302,28 @@ def build_native_kloop(c, op, m: KLoop):
     def run(A, B, total):
         return kernel(A, B, total, transpose_b)
 
+    n_axis = -2 if transpose_b else -1
+
+    def weighted(A, B, region):
+        """``total -> out`` = run(A, B, total) with B read as the kernel streams it fastest
+        (row_major.py: a read-only weight shared by every row in blocks, per-core boxes of few
+        columns N-contiguous; the same values, so the same bits)."""
+        shared_rows = A.shape[0] == 1
+        if shared_rows and B.shape[0] == 1:
+            blocked = BlockedWeight.of(c.machine, region, B, n_axis)
+            if blocked is not None:
+                return blocked.bind(A, kernel)
+        nn = n_contiguous(c.machine, region, B, n_axis)
+        if nn is B and shared_rows:  # boxes too wide to read whole, the same rows for each
+            blocked = BlockedWeight.of(c.machine, region, B, n_axis)
+            if blocked is not None:
+                return blocked.bind(A, kernel)
+        return lambda total: run(A, nn, total)
+
     def step(env):
         A, B, total = operands(env)
-        env[res_slot] = run(A[None], B[None], np.asarray(total)[None])[0]
+        call = weighted(A[None], B[None], getattr(env[b_base], "region", None))
+        env[res_slot] = call(np.asarray(total)[None])[0]
 
     def batched(envs):
         """Every core of the grid in one kernel call: cores reading the same B as rows of one
@@ -334,18 +353,6 @@ def build_native_kloop(c, op, m: KLoop):
         B = fixed_block(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
         return None if A is None or B is None else (A, B)
 
-    n_axis = -2 if transpose_b else -1
-
-    def weighted(A, B, region):
-        """``total -> out`` = run(A, B, total) with B read as the kernel streams it fastest
-        (row_major.py: a read-only weight shared by every row in blocks, per-core boxes of few
-        columns N-contiguous; the same values, so the same bits)."""
-        if A.shape[0] == 1 and B.shape[0] == 1:
-            blocked = BlockedWeight.of(c.machine, region, B, n_axis)
-            if blocked is not None:
-                return blocked.bind(A, kernel)
-        B = n_contiguous(c.machine, region, B, n_axis)
-        return lambda total: run(A, B, total)
 
     def specialize(env):
         """One core: the kernel reads A and B where they lie (read in the same step, as the
