@@ -109,10 +109,33 @@ def test_n_contiguous_copies_hold_the_same_values_n_contiguous():
     assert n_contiguous(m, writable.region, view_, -2) is view_
 
 
+def _with_and_without_copies(fn, w, xs, out_shape, blocked_count) -> list:
+    """``fn(x, w, o)`` run on each of ``xs`` on a machine with copies and one without, ``w``
+    read-only: the bits of each run (equal on both), after checking that the first machine
+    made one blocked copy (``blocked_count(machine)``) and the second none."""
+    outs = []
+    for budget in (None, 0):
+        mach = ktir.Machine(native_matmul=True, row_major_bytes=budget)
+        bw = mach.hbm.allocate_from(w, name="w", read_only=True)
+        bx = mach.hbm.allocate(xs[0].shape, "float16", name="x")
+        bo = mach.hbm.allocate(out_shape, "float16", name="o")
+        plan = mach.compile(fn)
+        runs = []
+        for x in xs:
+            bx.write(x)
+            plan.run([bx.address, bw.address, bo.address])
+            runs.append(bo.read().view(np.uint16))
+        outs.append(runs)
+        assert blocked_count(mach) == (1 if budget is None else 0)
+    for run, (a, b) in enumerate(zip(*outs)):
+        np.testing.assert_array_equal(a, b, err_msg=f"run {run}")
+    return outs
+
+
 def kloop_program(m: int, k: int, n: int, kb: int) -> ktir.Function:
     """o = sum over K blocks of x[:, blk] @ W[:, blk]^T, each block's f16 partial added in f16:
     a K-loop the gemm-kloop-native rule runs as one kernel call, W [n, k] shared by the rows."""
-    body = (view("va", "a", (m, k)) + view("vb", "b", (n, k)) + view("vo", "o", (m, n))
+    body = (view("va", "x", (m, k)) + view("vb", "w", (n, k)) + view("vo", "o", (m, n))
             + f"    %K = arith.constant {k} : index\n    %KB = arith.constant {kb} : index\n"
             + f"    %z = arith.constant dense<0.0> : tensor<{ty((m, n))}>\n"
             + f"    %mm = scf.for %k = %c0 to %K step %KB iter_args(%acc = %z) -> "
@@ -124,7 +147,7 @@ def kloop_program(m: int, k: int, n: int, kb: int) -> ktir.Function:
             + f"    %nx = arith.addf %acc, %p : tensor<{ty((m, n))}>\n"
             + f"    scf.yield %nx : tensor<{ty((m, n))}>\n    }}\n"
             + tile("to", "vo", (m, n), (m, n), "%c0, %c0") + store("mm", "to", (m, n)))
-    return program("%a: index, %b: index, %o: index", body)
+    return program("%x: index, %w: index, %o: index", body)
 
 
 @pytest.mark.parametrize("m", [1, 3])
@@ -132,23 +155,8 @@ def test_a_shared_weight_of_a_kloop_is_read_in_blocks_with_the_same_bits(m):
     k, n, kb = 96, 192, 32  # n: three blocks of 64 columns
     w = (RNG.standard_normal((n, k)) * 0.3).astype(np.float16)
     xs = [RNG.standard_normal((m, k)).astype(np.float16) for _ in range(6)]
-    outs = []
-    for budget in (None, 0):
-        mach = ktir.Machine(native_matmul=True, row_major_bytes=budget)
-        bw = mach.hbm.allocate_from(w, name="w", read_only=True)
-        ba = mach.hbm.allocate((m, k), "float16", name="a")
-        bo = mach.hbm.allocate((m, n), "float16", name="o")
-        plan = mach.compile(kloop_program(m, k, n, kb))
-        runs = []
-        for x in xs:
-            ba.write(x)
-            plan.run([ba.address, bw.address, bo.address])
-            runs.append(bo.read().view(np.uint16))
-        outs.append(runs)
-        blocked = [key for key in mach.row_major_cache if key[0] == "blocked"]
-        assert len(blocked) == (1 if budget is None else 0)
-    for run, (a, b) in enumerate(zip(*outs)):
-        np.testing.assert_array_equal(a, b, err_msg=f"run {run}")
+    outs = _with_and_without_copies(kloop_program(m, k, n, kb), w, xs, (m, n),
+                                    lambda mach: sum(key[0] == "blocked" for key in mach.row_major_cache))
     # and against numpy (the loop's roundings, f64 partials: within an f16 rounding or two)
     want = np.zeros((m, n), np.float16)
     for k0 in range(0, k, kb):
@@ -156,3 +164,29 @@ def test_a_shared_weight_of_a_kloop_is_read_in_blocks_with_the_same_bits(m):
         want = (want.astype(np.float32) + part.astype(np.float16).astype(np.float32)).astype(np.float16)
     got = outs[0][-1].view(np.float16).astype(np.float64)
     assert np.allclose(got, want, rtol=4e-3, atol=4e-3)
+
+
+def per_core_boxes(grid: int, m: int, k: int, n: int) -> ktir.Function:
+    """Core c: o[:, c*n:(c+1)*n] = x @ W[c*n:(c+1)*n]^T, W [grid*n, k] read-only, x shared:
+    a load of a box wider than NARROW, read by the matmul step (stacked on a grid)."""
+    body = (view("vx", "x", (m, k)) + view("vw", "w", (grid * n, k)) + view("vo", "o", (m, grid * n))
+            + "    %core = ktdp.get_compute_tile_id : index\n"
+            + f"    %n = arith.constant {n} : index\n    %r = arith.muli %core, %n : index\n"
+            + tile("tx", "vx", (m, k), (m, k), "%c0, %c0") + load("xv", "tx", (m, k))
+            + tile("tw", "vw", (grid * n, k), (n, k), "%r, %c0") + load("wv", "tw", (n, k))
+            + f"    %z = arith.constant dense<0.25> : tensor<{ty((m, n))}>\n"
+            + f"    %p = linalg.matmul_transpose_b ins(%xv, %wv : tensor<{ty((m, k))}>, "
+              f"tensor<{ty((n, k))}>) outs(%z : tensor<{ty((m, n))}>) -> tensor<{ty((m, n))}>\n"
+            + tile("to", "vo", (m, grid * n), (m, n), "%c0, %r") + store("p", "to", (m, n)))
+    return program("%x: index, %w: index, %o: index", body, grid=f"[{grid}]")
+
+
+@pytest.mark.parametrize("grid", [1, 4])
+def test_a_wide_weight_box_loaded_for_a_matmul_is_read_in_blocks_with_the_same_bits(grid):
+    m, k, n = 2, 96, 192
+    w = (RNG.standard_normal((grid * n, k)) * 0.3).astype(np.float16)
+    xs = [RNG.standard_normal((m, k)).astype(np.float16) for _ in range(6)]
+    outs = _with_and_without_copies(per_core_boxes(grid, m, k, n), w, xs, (m, grid * n),
+                                    lambda mach: len(mach.row_major_views))
+    want = (xs[-1].astype(np.float64) @ w.astype(np.float64).T + 0.25).astype(np.float16)
+    assert np.allclose(outs[0][-1].view(np.float16), want, rtol=4e-3, atol=4e-3)

@@ -483,6 +483,7 @@ class Machine:
         self.row_major_cache: dict = {}
         self.row_major_bytes = default_budget() if row_major_bytes is None else int(row_major_bytes)
         self.row_major_used = 0
+        self.row_major_views: dict = {}  # id(load view) -> (view, its BlockedWeight)
 
     def matmul_order(self) -> str:
         """How this machine sums f16 x f16 matmuls (reports name it: it decides the last bits)."""

@@ -24,15 +24,11 @@ import os
 import numpy as np
 
 
-# An nn operand is streamed from memory in order where the kernel reads its rows whole: rows of
-# at most NARROW columns, or at most WHOLE columns in boxes of at least MANY cores (one work item
-# per core's box then; wider rows, or fewer boxes split between threads, are read a column chunk
-# at a time, in strided runs that stream worse than nt: measured on Zen 4, a shared 2048 x 2048
-# weight 14.6 GB/s nn against 18.8 nt, the same as 32 boxes of 64 columns 27.7)
-NARROW = 128
-WHOLE = 512
-MANY = 8
-BLOCK = 64     # columns per block of a shared weight's blocked copy (BlockedWeight)
+# An nn operand streams from memory in order only where the kernel reads its rows whole; a row
+# wider than a work item's columns is read a chunk at a time, in strided runs. Measured on Zen 4,
+# one GEMV row: a shared 2048 x 2048 weight nn 14.6 GB/s against 18.8 nt; 32 boxes of 256
+# columns nn 18.8, the same bytes as 128 contiguous blocks of 64 columns 26.1 (nt 12.8).
+NARROW = BLOCK = 64  # columns per block of a blocked copy (BlockedWeight); N-contiguous up to this
 
 
 def _copyable(machine, region, block: np.ndarray, n_axis: int) -> bool:
@@ -55,12 +51,10 @@ def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
     """``block`` (a read-only view of a box of HBM region ``region``), or a copy of it whose
     axis ``n_axis`` (-1 or -2: N of the matmul's B) is unit-stride with every other axis
     C-ordered. The copy only where it changes the kernel's layout (N is not unit-stride now and
-    the last two axes both exceed one), the kernel will read its rows whole (NARROW, WHOLE,
-    MANY; a shared wide weight: BlockedWeight), the region is read-only, and it fits the machine's budget; it is cached per box and never
+    the last two axes both exceed one), its rows are at most NARROW columns (wider ones are
+    read a column chunk at a time: BlockedWeight), the region is read-only, and it fits the machine's budget; it is cached per box and never
     written."""
-    n, boxes = block.shape[n_axis], int(np.prod(block.shape[:-2]))
-    if not _copyable(machine, region, block, n_axis) or \
-            not (n <= NARROW or (n <= WHOLE and boxes >= MANY)):
+    if not _copyable(machine, region, block, n_axis) or block.shape[n_axis] > NARROW:
         return block
     if block.ndim > 2 and block.shape[0] == 1:  # [1, ...] and [...]: one box, one copy
         return n_contiguous(machine, region, block[0], n_axis)[None]
@@ -114,18 +108,48 @@ class BlockedWeight:
         weight's B read as [Cb, K, N] (``kernel(A, B, total, transpose_b)``: the K-loop's kernel
         call), A a [1, M, K] view read afresh on every call, total None or [1 or Cb, M, N];
         out [Cb, M, N]."""
-        data, boxes, n = self.data, self.boxes, self.n
-        G, M = n // BLOCK, A.shape[1]
-        rows = _repeated(A, boxes * G)
+        rows = _repeated(A, self.data.shape[0])
+        return lambda total: self._run(rows, A.shape[1], total, kernel)
 
-        def call(total):
-            acc = None
-            if total is not None:
-                acc = np.broadcast_to(np.asarray(total), (boxes, M, n)).reshape(
-                    boxes, M, G, BLOCK).transpose(0, 2, 1, 3).reshape(boxes * G, M, BLOCK)
-            out = kernel(rows, data, acc, False).reshape(boxes, G, M, BLOCK)
-            return np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(boxes, M, n)
-        return call
+    def apply(self, A: np.ndarray, total, kernel) -> np.ndarray:
+        """``kernel(A, B, total, False)`` for this weight's B read as [Cb, K, N], A [1 or Cb,
+        M, K] (each box's rows repeated for its blocks: a copy where they differ by box)."""
+        G = self.n // BLOCK
+        if A.shape[0] == 1 or A.strides[0] == 0:
+            rows = _repeated(A[:1], self.boxes * G)
+        else:
+            rows = np.repeat(A, G, axis=0)
+        return self._run(rows, A.shape[1], total, kernel)
+
+    def _run(self, rows, M: int, total, kernel) -> np.ndarray:
+        boxes, n = self.boxes, self.n
+        G = n // BLOCK
+        acc = None
+        if total is not None:
+            acc = np.broadcast_to(np.asarray(total), (boxes, M, n)).reshape(
+                boxes, M, G, BLOCK).transpose(0, 2, 1, 3).reshape(boxes * G, M, BLOCK)
+        out = kernel(rows, self.data, acc, False).reshape(boxes, G, M, BLOCK)
+        return np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(boxes, M, n)
+
+
+def fast_weight(machine, region, block: np.ndarray, n_axis: int) -> np.ndarray:
+    """For a load step that hands ``block`` (a read-only view of a box of ``region``, the B
+    of native matmuls with N on ``n_axis``) to its users: an N-contiguous copy where its rows
+    are narrow (:func:`n_contiguous`), else ``block`` itself, with its blocked copy registered
+    for the matmuls to find (:func:`blocked_view`) where there is one."""
+    nn = n_contiguous(machine, region, block, n_axis)
+    if nn is not block:
+        return nn
+    blocked = BlockedWeight.of(machine, region, block if block.ndim == 3 else block[None], n_axis)
+    if blocked is not None:
+        machine.row_major_views[id(block)] = (block, blocked)
+    return block
+
+
+def blocked_view(machine, B):
+    """The BlockedWeight registered for the array object ``B`` (:func:`fast_weight`), or None."""
+    hit = machine.row_major_views.get(id(B))
+    return hit[1] if hit is not None and hit[0] is B else None
 
 
 def _repeated(A: np.ndarray, count: int) -> np.ndarray:

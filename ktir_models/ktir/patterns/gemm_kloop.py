@@ -306,18 +306,15 @@ def build_native_kloop(c, op, m: KLoop):
 
     def weighted(A, B, region):
         """``total -> out`` = run(A, B, total) with B read as the kernel streams it fastest
-        (row_major.py: a read-only weight shared by every row in blocks, per-core boxes of few
-        columns N-contiguous; the same values, so the same bits)."""
-        shared_rows = A.shape[0] == 1
-        if shared_rows and B.shape[0] == 1:
-            blocked = BlockedWeight.of(c.machine, region, B, n_axis)
-            if blocked is not None:
-                return blocked.bind(A, kernel)
+        (row_major.py: a read-only weight's boxes of few columns N-contiguous, wider ones in
+        blocks; the same values, so the same bits)."""
         nn = n_contiguous(c.machine, region, B, n_axis)
-        if nn is B and shared_rows:  # boxes too wide to read whole, the same rows for each
+        if nn is B:  # rows too wide to read whole: in blocks
             blocked = BlockedWeight.of(c.machine, region, B, n_axis)
             if blocked is not None:
-                return blocked.bind(A, kernel)
+                if A.shape[0] == 1:
+                    return blocked.bind(A, kernel)
+                return lambda total: blocked.apply(A, total, kernel)
         return lambda total: run(A, nn, total)
 
     def step(env):

@@ -23,7 +23,7 @@ from ...ir.nodes import AccessTileType, Op, TensorType
 from ...latency.walker import CoreWalker
 from ...exec.memory_views import Tile
 from ...exec.native_matmul import feeds_native_matmuls, only_matmul_users, weight_n_axis
-from ...exec.row_major import n_contiguous
+from ...exec.row_major import fast_weight
 from ...ir.registry import implements, set_part
 from ...exec.stacked_values import Fallback, StackedTile
 from ...verify.rules import Rule, check_declared_operands, elem as _elem, fail, same_shape
@@ -228,7 +228,7 @@ def build_load(c, op):
             block = block.view()
             block.flags.writeable = False
             if n_axis is not None:  # a weight: the kernel reads it faster N-contiguous
-                block = n_contiguous(c.machine, tile.view.region, block, n_axis)
+                block = fast_weight(c.machine, tile.view.region, block, n_axis)
             return lambda env: env.__setitem__(ir, block)
         return lambda env: env.__setitem__(ir, block.copy())
 
@@ -387,7 +387,7 @@ def stacked_load(b, op, plain):
             block = block.transpose(perm)
         if view:
             if n_axis is not None:  # a weight: the kernel reads it faster N-contiguous
-                block = n_contiguous(machine, where[0].view.region, block, n_axis)
+                block = fast_weight(machine, where[0].view.region, block, n_axis)
             return lambda senv: senv.__setitem__(ir, block)
         return lambda senv: senv.__setitem__(ir, np.array(block, copy=True))
 

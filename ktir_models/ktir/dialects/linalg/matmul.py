@@ -19,7 +19,7 @@ import numpy as np
 
 from ...ir import registry
 from ...ir.nodes import FLOAT_TYPES, Op, TensorType
-from ...exec.native_matmul import uses_native
+from ...exec.native_matmul import uses_native, weight_n_axis
 from ...verify.rules import Rule, check_declared_ins_outs, eq, fail, ins_outs
 from .numerics import wide_of
 from .syntax import parse_structured
@@ -48,15 +48,29 @@ def as_batch3(x, lead: tuple) -> np.ndarray:
     return x.reshape((-1,) + x.shape[-2:])
 
 
-def native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc):
+def native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc, machine=None):
     """The step of a matmul on the native kernel (one trip of all of K, f32 partial sums
-    sequential over k, the accumulator added in f32, one rounding to ``dt``)."""
+    sequential over k, the accumulator added in f32, one rounding to ``dt``). ``machine``:
+    where B is a weight view with a blocked copy registered there (exec/row_major.py), the
+    kernel reads the copy: the same values, so the same bits."""
     from ...backends.seqmm import kloop
+    from ...exec.row_major import blocked_view
 
     f16 = np.dtype(np.float16)
 
+    def kernel(A, B, acc, transposed):
+        return kloop(A, B, acc, trips=1, kb=A.shape[-1], transpose_b=transposed,
+                     part_dtype=np.float32, acc_dtype=dt)
+
     def step(env):
         A, B = env[ia], env[ib]
+        blocked = blocked_view(machine, B) if machine is not None else None
+        if blocked is not None and A.dtype == f16 and A.ndim <= 3 and A.shape[-1] > 0 and \
+                (A.ndim < 3 or A.shape[0] in (1, blocked.boxes)):
+            acc = None if zero_acc else np.asarray(env[iacc])
+            out = blocked.apply(A if A.ndim == 3 else A[None], acc, kernel)
+            env[ir] = out if B.ndim == 3 else out[0]
+            return
         if A.dtype != f16:  # an f32 copy of f16 values: exact
             A = A.astype(f16)
         if B.dtype != f16:
@@ -86,7 +100,9 @@ def build_matmul(c, op):
     trans = op.name == "linalg.matmul_transpose_b"
     zero_acc = is_zero_const(c, acc)
     if uses_native(c, op):
-        return native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc)
+        weight = weight_n_axis(c, b) is not None  # its load may register a blocked copy
+        return native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc,
+                                  c.machine if weight else None)
     return blas_matmul_step(c.xp, ia, ib, iacc, ir, dt, trans, zero_acc)
 
 
