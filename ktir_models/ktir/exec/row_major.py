@@ -38,8 +38,13 @@ def _copyable(machine, region, block: np.ndarray, n_axis: int) -> bool:
 
 
 def _keep(machine, key, region, copy: np.ndarray):
-    """``copy`` cached under ``key``, or None over the budget."""
+    """``copy`` cached under ``key``, or None over the budget or where keeping it would leave
+    less than a quarter of the host's memory available (a big model's weights fill most of
+    it: the copies then stop early rather than push the machine into swap)."""
     if machine.row_major_used + copy.nbytes > machine.row_major_bytes:
+        return None
+    room = _available_bytes()
+    if room is not None and room - copy.nbytes < _total_bytes() // 4:
         return None
     copy.flags.writeable = False
     machine.row_major_cache[key] = (region, copy)
@@ -162,11 +167,26 @@ def _repeated(A: np.ndarray, count: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(A, shape=shape, strides=strides, writeable=False)
 
 
+def _total_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 6 << 30
+
+
+def _available_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (Linux), else None (no check)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def default_budget() -> int:
     """Bytes of copies a machine keeps by default: a sixth of the host's memory, at most 4 GiB
-    (a 1B model's weights fit; an 8B model's first layers)."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 30
-    return int(min(4 << 30, total // 6))
+    (a 1B model's weights fit; an 8B model's first layers, as memory allows: :func:`_keep`)."""
+    return int(min(4 << 30, _total_bytes() // 6))
