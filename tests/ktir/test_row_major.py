@@ -11,6 +11,7 @@ from test_machine import load, program, store, tile, ty, view
 
 from ktir_models import ktir
 from ktir_models.ktir.backends import seqmm
+from ktir_models.errors import UserError
 from ktir_models.ktir.exec.row_major import n_contiguous
 
 pytestmark = pytest.mark.skipif(not seqmm.available(),
@@ -190,3 +191,16 @@ def test_a_wide_weight_box_loaded_for_a_matmul_is_read_in_blocks_with_the_same_b
                                     lambda mach: len(mach.row_major_views))
     want = (xs[-1].astype(np.float64) @ w.astype(np.float64).T + 0.25).astype(np.float16)
     assert np.allclose(outs[0][-1].view(np.float16), want, rtol=4e-3, atol=4e-3)
+
+
+def test_the_default_budget_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("KTIR_MODELS_ROW_MAJOR_MIB", "0")
+    m = ktir.Machine(native_matmul=True)
+    assert m.row_major_bytes == 0
+    _runs(m, True, [np.ones((M, K), np.float16)] * 5)
+    assert m.row_major_used == 0
+    monkeypatch.setenv("KTIR_MODELS_ROW_MAJOR_MIB", "3")
+    assert ktir.Machine().row_major_bytes == 3 << 20
+    monkeypatch.setenv("KTIR_MODELS_ROW_MAJOR_MIB", "lots")
+    with pytest.raises(UserError, match="KTIR_MODELS_ROW_MAJOR_MIB"):
+        ktir.Machine()

@@ -187,6 +187,19 @@ def _available_bytes() -> int | None:
 
 
 def default_budget() -> int:
-    """Bytes of copies a machine keeps by default: a sixth of the host's memory, at most 4 GiB
-    (a 1B model's weights fit; an 8B model's first layers, as memory allows: :func:`_keep`)."""
+    """Bytes of copies a machine keeps by default: ``KTIR_MODELS_ROW_MAJOR_MIB`` MiB where that
+    is set (0: none), else a sixth of the host's memory, at most 4 GiB (a 1B model's weights
+    fit; an 8B model's first layers, as memory allows: :func:`_keep`)."""
+    from ...errors import UserError
+
+    setting = os.environ.get("KTIR_MODELS_ROW_MAJOR_MIB", "").strip()
+    if setting:
+        try:
+            mib = int(setting)
+        except ValueError:
+            mib = -1
+        if mib < 0:
+            raise UserError(f"KTIR_MODELS_ROW_MAJOR_MIB must be a whole number of MiB (0: no "
+                            f"copies), got {setting!r}")
+        return mib << 20
     return int(min(4 << 30, _total_bytes() // 6))
