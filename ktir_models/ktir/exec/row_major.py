@@ -29,6 +29,7 @@ import numpy as np
 # one GEMV row: a shared 2048 x 2048 weight nn 14.6 GB/s against 18.8 nt; 32 boxes of 256
 # columns nn 18.8, the same bytes as 128 contiguous blocks of 64 columns 26.1 (nt 12.8).
 NARROW = BLOCK = 64  # columns per block of a blocked copy (BlockedWeight); N-contiguous up to this
+MAX_VIEWS = 1 << 16  # load views registered with their blocked copies, per machine
 
 
 def _copyable(machine, region, block: np.ndarray, n_axis: int) -> bool:
@@ -147,7 +148,10 @@ def fast_weight(machine, region, block: np.ndarray, n_axis: int) -> np.ndarray:
         return nn
     blocked = BlockedWeight.of(machine, region, block if block.ndim == 3 else block[None], n_axis)
     if blocked is not None:
-        machine.row_major_views[id(block)] = (block, blocked)
+        views = machine.row_major_views
+        if len(views) >= MAX_VIEWS:  # tapes recorded again and again (regions changing): the
+            views.clear()            # dropped views' matmuls read B itself, the same bits
+        views[id(block)] = (block, blocked)
     return block
 
 
