@@ -309,3 +309,98 @@ def test_corpus_prefill_nodes_stacked_are_bit_identical(index, native_matmul):
         assert np.isfinite(slow[name]).all()
         np.testing.assert_array_equal(bits(fast[name]), bits(slow[name]))
 
+
+
+def dealt_gemm(chunks: int, tail: bool) -> ktir.Function:
+    """y [2, 16*chunks (+8)] = x [2, 64] @ w^T, w [16*chunks (+8), 64]: chunks of 16 columns
+    dealt round-robin to 4 cores (``for j = core to chunks step 4``: uneven counts unless 4
+    divides ``chunks``), each a K-loop of 4 blocks of 16 into an f32 accumulator, and a tail
+    chunk of 8 columns on core 0 only (``for j = core to 1 step 4``), as the emitter deals an
+    lm_head whose columns do not split evenly."""
+    n = 16 * chunks + (8 if tail else 0)
+
+    def chunk(size: int, offset: int, count: int) -> str:
+        return (
+            f"    %cnt{size} = arith.constant {count} : index\n"
+            f"    scf.for %j{size} = %core to %cnt{size} step %c4 {{\n"
+            f"    %cs{size} = arith.constant {size} : index\n"
+            f"    %co{size} = arith.constant {offset} : index\n"
+            f"    %jn{size} = arith.muli %j{size}, %cs{size} : index\n"
+            f"    %n{size} = arith.addi %jn{size}, %co{size} : index\n"
+            f"    %z{size} = arith.constant dense<0.0> : tensor<2x{size}xf32>\n"
+            f"    %acc{size} = scf.for %k{size} = %c0 to %c64 step %c16 iter_args(%a{size} = "
+            f"%z{size}) -> (tensor<2x{size}xf32>) {{\n" +
+            tile(f"tx{size}", "vx", (2, 64), (2, 16), f"%c0, %k{size}") +
+            load(f"x{size}", f"tx{size}", (2, 16)) +
+            tile(f"tw{size}", "vw", (n, 64), (size, 16), f"%n{size}, %k{size}") +
+            load(f"w{size}", f"tw{size}", (size, 16)) +
+            f"    %m{size} = linalg.matmul_transpose_b ins(%x{size}, %w{size} : tensor<2x16xf16>, "
+            f"tensor<{size}x16xf16>) outs(%a{size} : tensor<2x{size}xf32>) -> tensor<2x{size}xf32>\n"
+            f"    scf.yield %m{size} : tensor<2x{size}xf32>\n    }}\n"
+            f"    %h{size} = arith.truncf %acc{size} : tensor<2x{size}xf32> to tensor<2x{size}xf16>\n" +
+            tile(f"to{size}", "vo", (2, n), (2, size), f"%c0, %n{size}") +
+            store(f"h{size}", f"to{size}", (2, size)) + "    }\n")
+
+    body = (view("vx", "x", (2, 64)) + view("vw", "w", (n, 64)) + view("vo", "o", (2, n)) +
+            "    %core = ktdp.get_compute_tile_id : index\n"
+            "    %c4 = arith.constant 4 : index\n    %c16 = arith.constant 16 : index\n"
+            "    %c64 = arith.constant 64 : index\n" + chunk(16, 0, chunks) +
+            (chunk(8, 16 * chunks, 1) if tail else ""))
+    return program("%x: index, %w: index, %o: index", body, grid="[4]")
+
+
+@pytest.mark.parametrize("chunks,tail", [(6, True), (7, False), (8, True), (2, False)])
+def test_uneven_round_robin_loops_run_stacked_bit_identical(chunks, tail, monkeypatch):
+    """Trip counts that differ by core: the trips every core runs run stacked, the later ones
+    over the cores that have them (one batched K-loop call per trip), recorded on the tape and
+    replayed; the bytes are those of the cores run one after the other."""
+    from ktir_models.ktir.backends import seqmm
+
+    if not seqmm.available():
+        pytest.skip("the native kernel is not built here")
+    n = 16 * chunks + (8 if tail else 0)
+    x = RNG.standard_normal((2, 64)).astype(np.float16)
+    w = (RNG.standard_normal((n, 64)) * 0.2).astype(np.float16)
+    calls = []
+    run = seqmm._run
+    monkeypatch.setattr(seqmm, "_run", lambda *a: calls.append(1) or run(*a))
+    outs = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched, native_matmul=True)
+        bx, bw = m.hbm.allocate_from(x, name="x"), m.hbm.allocate_from(w, name="w")
+        bo = m.hbm.allocate((2, n), "float16", name="o")
+        plan = m.compile(dealt_gemm(chunks, tail))
+        for r in range(5):  # core by core, stacked, recorded, replayed twice
+            bo.write(np.zeros((2, n), np.float16))
+            calls.clear()
+            plan.run([bx.address, bw.address, bo.address])
+            outs.append(bo.read())
+        assert (plan._c.stacked is not None) == batched
+        if batched:
+            assert plan.replays >= 2
+            # per trip one call for all the cores running it (not one per core and chunk)
+            assert len(calls) == -(-chunks // 4) + int(tail), calls
+    for o in outs[1:]:
+        np.testing.assert_array_equal(bits(o), bits(outs[0]))
+    ref = (x.astype(np.float64) @ w.astype(np.float64).T)
+    np.testing.assert_allclose(outs[0].astype(np.float64), ref, rtol=3e-3, atol=3e-3)
+
+
+def test_uneven_loop_fault_in_a_later_trip_names_the_core():
+    """Core 1's second chunk (chunk 5 of 6) reads past w's region: the core-by-core run and the
+    split stacked run both report core 1 at the same op (the K-loop, run as one step)."""
+    fn = dealt_gemm(6, False)
+    x = np.ones((2, 64), np.float16)
+    w = np.ones((5 * 16, 64), np.float16)  # one chunk short: chunk 5 is outside every region
+    messages = []
+    for batched in (True, False):
+        m = ktir.Machine(grid_batching=batched)
+        bo = m.hbm.allocate((2, 96), "float16", name="o")
+        bx, bw = m.hbm.allocate_from(x, name="x"), m.hbm.allocate_from(w, name="w")
+        plan = m.compile(fn)
+        for _ in range(3):
+            with pytest.raises(ktir.EmulationFault) as info:
+                plan.run([bx.address, bw.address, bo.address])
+            assert info.value.core == 1 and "coordinate (80, 0)" in str(info.value)
+            messages.append(str(info.value))
+    assert len(set(messages)) == 1

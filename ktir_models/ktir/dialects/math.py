@@ -17,6 +17,7 @@ import math as _pymath
 
 import numpy as np
 
+from ..backends.f16_convert import convert
 from ..ir import registry
 from ..ir.nodes import Op, TensorType
 from ..verify.rules import Rule, elementwise
@@ -31,10 +32,12 @@ def _narrow_float(dt) -> bool:
 
 
 def _wide(x):
-    """Widen f16/bf16 values to f32 (f32/f64 stay as they are)."""
+    """Widen f16/bf16 values to f32 (f32/f64 stay as they are); a large f16 array through the
+    native conversion (numpy's exact bits, several times faster than numpy's own)."""
     arr = np.asarray(x)
     if _narrow_float(arr.dtype):
-        return arr.astype(_F32)
+        fast = convert(arr, _F32)
+        return fast if fast is not None else arr.astype(_F32)
     return arr
 
 

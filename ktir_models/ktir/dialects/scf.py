@@ -16,10 +16,10 @@ import numpy as np
 from .. import patterns
 from ..ir import registry
 from ..ir.errors import FaultSignal, Location
-from ..exec.execute import run_steps
+from ..exec.execute import run_lockstep, run_steps
 from ..ir.nodes import INDEX, INT_TYPES, Op, ScalarType, TensorType, Value
 from ..parse.ops_custom import h_yield
-from ..exec.stacked_values import Fallback, lift
+from ..exec.stacked_values import CoreEnv, Fallback, lift
 from ..exec.tape import LoopShape
 from ..verify.rules import Rule, check_yield, compatible, elem, fail
 
@@ -181,11 +181,26 @@ def _plain_for(ilb, iub, ist, iv, body, carried, init_slots, yields, results, n)
     return step
 
 
+class _Uneven(Fallback):
+    """Cores run different trip counts: ``counts`` [C], and the per-core ``lo`` and ``s``."""
+
+    def __init__(self, counts, lo, s):
+        super().__init__("cores run different trip counts")
+        self.counts, self.lo, self.s = counts, lo, s
+
+
 @registry.implements("stacked", "scf.for")
 def stacked_for(b, op, plain):
-    """The loop over the stacked env: every core runs the same trips (bounds that differ by core,
-    or a non-positive step, send the whole loop core by core before anything ran); carried
-    values uniform so far are broadcast over the core axis where the yielded ones vary."""
+    """The loop over the stacked env: every core runs the same trips (a non-positive step sends
+    the whole loop core by core before anything ran); carried values uniform so far are
+    broadcast over the core axis where the yielded ones vary.
+
+    Trip counts that differ by core (chunks dealt round-robin, ``for j = core to n step grid``)
+    send the loop core by core too, unless it carries nothing and yields nothing: then the trips
+    every core runs run stacked, and the later trips of the cores that have more run in lock
+    step over those cores only, with the body's plain steps (a batched K-loop among them runs
+    them in one call). That is the lock-step order of the cores over the trips, so it writes
+    the same bytes."""
     c = b.c
     lb, ub, st = op.groups["bounds"]
     block = op.regions[0].block
@@ -213,8 +228,40 @@ def stacked_for(b, op, plain):
             raise Fallback
         counts = np.maximum(0, -((np.asarray(lo, np.int64) - hi) // s)).reshape(-1)
         if (counts != counts[0]).any():
-            raise Fallback  # cores run different trip counts
+            raise _Uneven(counts, lo, s)
         return [lo + k * s for k in range(int(counts[0]))]
+
+    plain_body = getattr(getattr(plain, "loop", None), "body", None)
+    splits = bounds_vary and not carried and not results and plain_body is not None
+
+    def split(senv):
+        """(the induction variable's values in the trips every core runs, the step running the
+        later trips); raises Fallback where the loop does not split."""
+        try:
+            return trips(senv), None
+        except _Uneven as u:
+            if not splits:
+                raise Fallback from None
+            counts, lo, s = u.counts, u.lo, u.s
+        common = int(counts.min())
+        lo_c = np.broadcast_to(np.asarray(lo, np.int64), (C,))
+        s_c = np.broadcast_to(np.asarray(s, np.int64), (C,))
+        later = tuple((k, tuple((int(core), int(lo_c[core] + k * s_c[core]))
+                                for core in np.flatnonzero(counts > k)))
+                      for k in range(common, int(counts.max())))
+        vary = b.vary
+
+        def rest(senv):
+            for _, runs in later:
+                envs = []
+                for core, i in runs:
+                    env = CoreEnv(senv, core, vary)
+                    env[iv] = i
+                    envs.append(env)
+                run_lockstep(plain_body, envs)
+
+        rest.op = op
+        return [lo + k * s for k in range(common)], rest
 
     lifted: dict = {}  # position -> (uniform tensor, its broadcast): loop inits are constants
 
@@ -238,18 +285,22 @@ def stacked_for(b, op, plain):
     slots = [k for k, _, _ in carried]
 
     def step(senv):
+        ivs, rest = split(senv) if bounds_vary else (trips(senv), None)
         src = inits
-        for i in trips(senv):
+        for i in ivs:
             carry(senv, slots, src)
             senv[iv] = i
             for step_ in body:
                 step_(senv)
             src = ys
         carry(senv, results, src)
+        if rest is not None:
+            rest(senv)
 
     # a fault inside the body is raised, located, by the body's own steps; only the trip check
     # sends the whole loop core by core, before anything ran
-    step.loop = LoopShape(iv, body, slots, inits, ys, results, carry, trips)
+    step.loop = LoopShape(iv, body, slots, inits, ys, results, carry, trips,
+                          split if splits else None)
     return step
 
 

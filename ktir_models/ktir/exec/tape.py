@@ -128,6 +128,10 @@ class LoopShape:
     results: list
     carry: object
     trips: object  # env -> the induction variable's values, or raises: run the step instead
+    # env -> (the values every core's trips take, a step running the later trips of the cores
+    # that have more), or raises; for loops whose trip counts differ by core (stacked loops
+    # carrying nothing), tried when ``trips`` raises
+    split: object = None
 
 
 class Tape:
@@ -240,10 +244,16 @@ class Recorder:
         self.run_one(step, env)
 
     def _unroll(self, loop: LoopShape, env) -> bool:
+        rest = None
         try:
             ivs = loop.trips(env)
         except Exception:  # noqa: BLE001 - the step itself decides (and reports faults)
-            return False
+            if loop.split is None:
+                return False
+            try:
+                ivs, rest = loop.split(env)
+            except Exception:  # noqa: BLE001 - as above
+                return False
         src = loop.inits
         for i in ivs:
             if loop.carried:  # moved before the iv is set, as the loop steps do
@@ -254,6 +264,8 @@ class Recorder:
             self.pending[loop.iv] = i
             self.run(loop.body, env)
             src = loop.yields
+        if rest is not None:  # the later trips of some cores: one data step
+            self._data(rest, env)
         if loop.results:
             mover = _mover(loop, loop.results, src)
             self._emit(mover)
