@@ -204,3 +204,26 @@ def test_the_default_budget_follows_the_environment(monkeypatch):
     monkeypatch.setenv("KTIR_MODELS_ROW_MAJOR_MIB", "lots")
     with pytest.raises(UserError, match="KTIR_MODELS_ROW_MAJOR_MIB"):
         ktir.Machine()
+
+
+def test_no_copy_leaves_less_than_a_third_of_the_memory_available(monkeypatch):
+    """The memory guard: with 24 GiB and 7.5 GiB available (an 8B model's weights marshalled),
+    no copy is kept; with 20 GiB available the same copies are kept. The bits are the same
+    either way."""
+    import sys
+
+    from ktir_models.ktir.exec import row_major
+
+    monkeypatch.setattr(row_major, "_total_bytes", lambda: 24 << 30)
+    xs = [RNG.standard_normal((M, K)).astype(np.float16) for _ in range(5)]
+    outs = []
+    for available, kept in ((15 << 29, 0), (20 << 30, 2)):
+        monkeypatch.setattr(row_major, "_available_bytes", lambda a=available: a)
+        monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(11))  # one w
+        m = ktir.Machine(native_matmul=True)
+        outs.append(_runs(m, True, xs))
+        assert len(m.row_major_cache) == kept
+    (a, wa), (b, wb) = outs
+    np.testing.assert_array_equal(wa, wb)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)

@@ -40,12 +40,13 @@ def _copyable(machine, region, block: np.ndarray, n_axis: int) -> bool:
 
 def _keep(machine, key, region, copy: np.ndarray):
     """``copy`` cached under ``key``, or None over the budget or where keeping it would leave
-    less than a quarter of the host's memory available (a big model's weights fill most of
-    it: the copies then stop early rather than push the machine into swap)."""
+    less than a third of the host's memory available. A model whose weights fill most of the
+    memory (an 8B model on 24 GiB) then gets no copies, or few: they would speed up its first
+    layers only, and its footprint stays the weights plus the run's own memory."""
     if machine.row_major_used + copy.nbytes > machine.row_major_bytes:
         return None
     room = _available_bytes()
-    if room is not None and room - copy.nbytes < _total_bytes() // 4:
+    if room is not None and room - copy.nbytes < _total_bytes() // 3:
         return None
     copy.flags.writeable = False
     machine.row_major_cache[key] = (region, copy)
@@ -193,7 +194,7 @@ def _available_bytes() -> int | None:
 def default_budget() -> int:
     """Bytes of copies a machine keeps by default: ``KTIR_MODELS_ROW_MAJOR_MIB`` MiB where that
     is set (0: none), else a sixth of the host's memory, at most 4 GiB (a 1B model's weights
-    fit; an 8B model's first layers, as memory allows: :func:`_keep`)."""
+    fit; not an 8B model's, as memory allows: :func:`_keep`)."""
     from ...errors import UserError
 
     setting = os.environ.get("KTIR_MODELS_ROW_MAJOR_MIB", "").strip()
