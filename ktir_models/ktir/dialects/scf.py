@@ -246,13 +246,14 @@ def stacked_for(b, op, plain):
         common = int(counts.min())
         lo_c = np.broadcast_to(np.asarray(lo, np.int64), (C,))
         s_c = np.broadcast_to(np.asarray(s, np.int64), (C,))
-        later = tuple((k, tuple((int(core), int(lo_c[core] + k * s_c[core]))
-                                for core in np.flatnonzero(counts > k)))
+        # per later trip k: (core, its induction variable) for each core that runs it
+        later = tuple(tuple((int(core), int(lo_c[core] + k * s_c[core]))
+                            for core in np.flatnonzero(counts > k))
                       for k in range(common, int(counts.max())))
         vary = b.vary
 
         def rest(senv):
-            for _, runs in later:
+            for runs in later:
                 envs = []
                 for core, i in runs:
                     env = CoreEnv(senv, core, vary)
