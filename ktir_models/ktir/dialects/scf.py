@@ -286,7 +286,7 @@ def stacked_for(b, op, plain):
     slots = [k for k, _, _ in carried]
 
     def step(senv):
-        ivs, rest = split(senv) if bounds_vary else (trips(senv), None)
+        ivs, rest = split(senv)
         src = inits
         for i in ivs:
             carry(senv, slots, src)

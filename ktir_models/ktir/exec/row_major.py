@@ -139,15 +139,24 @@ class BlockedWeight:
         return np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(boxes, M, n)
 
 
-def fast_weight(machine, region, block: np.ndarray, n_axis: int) -> np.ndarray:
-    """For a load step that hands ``block`` (a read-only view of a box of ``region``, the B
-    of native matmuls with N on ``n_axis``) to its users: an N-contiguous copy where its rows
-    are narrow (:func:`n_contiguous`), else ``block`` itself, with its blocked copy registered
-    for the matmuls to find (:func:`blocked_view`) where there is one."""
+def fastest_form(machine, region, block: np.ndarray, n_axis: int):
+    """``(array, blocked)``: the form the kernel streams the weight box ``block`` fastest in
+    (a read-only view of a box of ``region``, the B of native matmuls with N on ``n_axis``).
+    Rows of at most NARROW columns: an N-contiguous copy (:func:`n_contiguous`) and None; wider
+    ones: ``block`` itself and its BlockedWeight, or None where it gets no copy."""
     nn = n_contiguous(machine, region, block, n_axis)
     if nn is not block:
-        return nn
-    blocked = BlockedWeight.of(machine, region, block if block.ndim == 3 else block[None], n_axis)
+        return nn, None
+    return block, BlockedWeight.of(machine, region, block if block.ndim == 3 else block[None],
+                                   n_axis)
+
+
+def fast_weight(machine, region, block: np.ndarray, n_axis: int) -> np.ndarray:
+    """For a load step that hands ``block`` (a read-only view of a box of ``region``, the B
+    of native matmuls with N on ``n_axis``) to its users: :func:`fastest_form`'s array, with
+    the blocked copy, where there is one, registered for the matmuls to find
+    (:func:`blocked_view`)."""
+    block, blocked = fastest_form(machine, region, block, n_axis)
     if blocked is not None:
         views = machine.row_major_views
         if len(views) >= MAX_VIEWS:  # tapes recorded again and again (regions changing): the

@@ -276,7 +276,7 @@ def build_native_kloop(c, op, m: KLoop):
     from ..dialects.ktdp.access import load_tile
     from ..dialects.ktdp.transfer import load_view
     from ..exec.memory_views import Tile
-    from ..exec.row_major import BlockedWeight, n_contiguous
+    from ..exec.row_major import fastest_form
 
     plans, trips, step_k, mm, acc = _plans(c, m), m.trips, m.step_k, m.mm, m.acc
     (a_base, a_lo, a_ext, _), (b_base, b_lo, b_ext, _) = plans
@@ -308,13 +308,11 @@ def build_native_kloop(c, op, m: KLoop):
         """``total -> out`` = run(A, B, total) with B read as the kernel streams it fastest
         (row_major.py: a read-only weight's boxes of few columns N-contiguous, wider ones in
         blocks; the same values, so the same bits)."""
-        nn = n_contiguous(c.machine, region, B, n_axis)
-        if nn is B:  # rows too wide to read whole: in blocks
-            blocked = BlockedWeight.of(c.machine, region, B, n_axis)
-            if blocked is not None:
-                if A.shape[0] == 1:
-                    return blocked.bind(A, kernel)
-                return lambda total: blocked.apply(A, total, kernel)
+        nn, blocked = fastest_form(c.machine, region, B, n_axis)
+        if blocked is not None:  # rows too wide to read whole: in blocks
+            if A.shape[0] == 1:
+                return blocked.bind(A, kernel)
+            return lambda total: blocked.apply(A, total, kernel)
         return lambda total: run(A, nn, total)
 
     def step(env):
