@@ -450,10 +450,12 @@ def test_path_caps():
 @needs_native
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_kernel_slab_boundaries_and_panels(path, transpose_b):
-    """K around the slab sizes (16, 32) and N around whole 16-column panels and 8-row groups,
-    with trips that end inside a slab, for one row, two rows and many rows."""
+    """K around the slab sizes (16, 32; 128 for nn with many rows on the AVX-512 path) and N
+    around whole 16-column panels and 8-row groups, with trips that end inside a slab, for one
+    row, two rows and many rows."""
     rng = np.random.default_rng(11)
-    for (trips, kb), N, M in itertools.product([(1, 31), (1, 32), (1, 33), (3, 24), (2, 48), (5, 13), (2, 256)],
+    for (trips, kb), N, M in itertools.product([(1, 31), (1, 32), (1, 33), (3, 24), (2, 48), (5, 13), (2, 256),
+                                                (1, 127), (1, 128), (1, 129), (3, 100)],
                                                (15, 16, 17, 24, 48, 130), (1, 2, 9)):
         a, b = operands(rng, 1, M, N, trips, kb, transpose_b)
         check(a, b, None, trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=F16, acc_dtype=F16)

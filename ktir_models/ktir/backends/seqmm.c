@@ -12,7 +12,8 @@
  *
  * Structure: the output is cut into work items (c, chunk of columns: wide for nn, narrow for nt);
  * threads claim items one at a time from a shared counter (a late or slow thread takes fewer).
- * Per item, K is walked in slabs of KS k's (16; 32 on the AVX-512 path). The slab's f16
+ * Per item, K is walked in slabs of KS k's (16; 32 on the AVX-512 path, 128 there for nn with
+ * more than two rows, so that a tile keeps its accumulators over 128 k's). The slab's f16
  * weights are read in place (nn) or transposed into an f16 buffer (nt, b = [C, N, K]): AVX2,
  * 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k at a time into 16-column panels
  * (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows) the slab is widened to f32
@@ -34,7 +35,9 @@
  *
  * Small K blocks with f16 partials and an f16 accumulator (the lm_heads: kb = 2 or 4) are bound
  * by closing trips, not by FMAs: each close rounds the partial and the chained sum to f16 (two
- * f16 round trips per 16 outputs on the two vector ports). Where the CPU has AVX512-FP16 the
+ * f16 round trips per 16 outputs on the two vector ports). Without AVX512-FP16 (AMD Zen 4: one vcvtps2ph
+ * + vcvtph2ps round trip per ~3 cycles, against one 512-bit FMA per cycle), the many-rows tiles
+ * keep r in registers across a slab's trips (tile512r); the round trips remain the bound. Where the CPU has AVX512-FP16 the
  * chained sum is one f16 add and r stays in registers across a slab's trips (tile512h; see the
  * proof there that the bits are the same), and nt with 16+ rows (stacked cores, prefill rows) runs
  * the m-vector layout (slab_mvec): a transposed once, weight rows widened without panels, vectors
@@ -81,7 +84,11 @@
 #endif
 
 #define KS 16          /* k's per slab (portable and AVX2 paths; the AVX-512 path: KS512 = 32) */
-#define KS_MAX 32      /* slab buffers' rows */
+#ifndef KSNN
+#define KSNN 128       /* k's per slab of nn (b = [K, N]) with M > 2 on the AVX-512 path (32 and 64
+                          measured 3-14% slower per prefill call, single and two threads, Zen 4) */
+#endif
+#define KS_MAX (KSNN > 32 ? KSNN : 32)  /* slab buffers' rows */
 /* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
    (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
 #ifndef NC_NN
@@ -645,9 +652,10 @@ SIMD512_FN static void slab16_nt512(const job_t *j, scratch_t *w, const uint16_t
 }
 
 SIMD512_FN static void prefetch_slab512(const job_t *j, const uint16_t *bc, ptrdiff_t k0, ptrdiff_t n0, ptrdiff_t nb) {
-    ptrdiff_t kp = k0 + PF_SLABS * KS512;
+    const ptrdiff_t ks = j->nt || j->M <= 2 ? KS512 : KSNN;
+    ptrdiff_t kp = k0 + PF_SLABS * ks;
     if (!j->nt) {
-        for (ptrdiff_t k = kp; k < kp + KS512 && k < j->K; k++)
+        for (ptrdiff_t k = kp; k < kp + ks && k < j->K; k++)
             for (ptrdiff_t n = 0; n < nb; n += 32) _mm_prefetch((const char *)(bc + k * j->sbo + n0 + n), PF_HINT);
     } else {
         if (kp < j->K)
@@ -704,6 +712,85 @@ SIMD512_INLINE void tile512(const int MR, const int NV, const int W, const float
     if (in_trip)
         UNROLL for (int i = 0; i < MR; i++)
             UNROLL for (int v = 0; v < NV; v++) _mm512_storeu_ps(s + i * ncp + 16 * v, acc[i][v]);
+}
+
+/* Small K blocks (kb in {1, 2, 4, 8}: the lm_heads) on the many-rows path of a CPU without
+ * AVX512-FP16: tile512 closes every trip through r in memory (a load, an add, a store and two f16
+ * round trips per 16 outputs, against kb FMAs). Here r stays in registers, as f32, across the
+ * slab's trips: each trip is one unrolled run of KBC k's (kb divides the slab's KSNN k's and k0, so
+ * every trip lies inside the slab and nothing waits in s), then close16's arithmetic on registers
+ * (the same operations in the same order, so the same bits). r is read from memory once per tile
+ * and slab (when it holds a value) and written back once. Rows [0, MR) x columns [0, 32). */
+#ifndef MRR
+#define MRR 6          /* rows per tile512r tile (x 2 vectors: 12 accumulators, 12 r's) */
+#endif
+SIMD512_INLINE void tile512r(const int MR, const int KBC, const int part16, const int acc16, const float *a32,
+                             ptrdiff_t K, const float *wp, ptrdiff_t ws, float *r, ptrdiff_t ncp,
+                             ptrdiff_t k0, ptrdiff_t ks, int acc_given) {
+    __m512 acc[MRR][2], rr[MRR][2];
+    int have_r = acc_given || k0 > 0;   /* k0 > 0: an earlier slab closed a trip */
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int v = 0; v < 2; v++)
+            rr[i][v] = have_r ? _mm512_loadu_ps(r + i * ncp + 16 * v) : _mm512_setzero_ps();
+    for (ptrdiff_t kk = 0; kk < ks; kk += KBC) {
+        UNROLL for (int q = 0; q < KBC; q++) {
+            const float *wk = wp + (kk + q) * ws;
+            __m512 w0 = _mm512_loadu_ps(wk), w1 = _mm512_loadu_ps(wk + 16);
+            UNROLL for (int i = 0; i < MR; i++) {
+                __m512 av = _mm512_set1_ps(a32[i * K + k0 + kk + q]);
+                /* the trip's first k: +0 + a*w, as tile512's sum from a zeroed accumulator */
+                acc[i][0] = _mm512_fmadd_ps(av, w0, q == 0 ? _mm512_setzero_ps() : acc[i][0]);
+                acc[i][1] = _mm512_fmadd_ps(av, w1, q == 0 ? _mm512_setzero_ps() : acc[i][1]);
+            }
+        }
+        UNROLL for (int i = 0; i < MR; i++)
+            UNROLL for (int v = 0; v < 2; v++) {
+                __m512 p = part16 ? r16z(acc[i][v]) : acc[i][v];
+                if (have_r) {
+                    __m512 x = _mm512_add_ps(rr[i][v], p);
+                    p = acc16 ? r16z(x) : x;
+                }
+                rr[i][v] = p;
+            }
+        have_r = 1;
+    }
+    UNROLL for (int i = 0; i < MR; i++)
+        UNROLL for (int v = 0; v < 2; v++) _mm512_storeu_ps(r + i * ncp + 16 * v, rr[i][v]);
+}
+
+/* the many-rows tiles of one widened slab with tile512r (kb in {1, 2, 4, 8}) */
+SIMD512_FN static void slab_rows512r(const job_t *j, scratch_t *w, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nbp) {
+    const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
+    const int ag = j->acc_given, p16 = j->part16, a16 = j->acc16;
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += MRR) {
+        ptrdiff_t mr = M - m0 < MRR ? M - m0 : MRR;
+        const float *am = w->a32 + m0 * K;
+        float *rm = w->r + m0 * ncp;
+#define ROWS_R(MR, KBC, P, A) for (ptrdiff_t n = 0; n < nbp; n += 32) \
+            tile512r(MR, KBC, P, A, am, K, w->slab + n, ncp, rm + n, ncp, k0, ks, ag)
+#define ROWS_R_KB(MR, P, A)                          \
+        switch (kb) {                                \
+        case 1: ROWS_R(MR, 1, P, A); break;          \
+        case 2: ROWS_R(MR, 2, P, A); break;          \
+        case 4: ROWS_R(MR, 4, P, A); break;          \
+        default: ROWS_R(MR, 8, P, A); break;         \
+        }
+        if (mr == MRR && p16 && a16) { ROWS_R_KB(MRR, 1, 1); continue; }
+        if (mr == MRR) { ROWS_R_KB(MRR, p16, a16); continue; }
+        switch (mr) {
+#if MRR > 5
+        case 5: ROWS_R_KB(5, p16, a16); break;
+#endif
+#if MRR > 4
+        case 4: ROWS_R_KB(4, p16, a16); break;
+#endif
+        case 3: ROWS_R_KB(3, p16, a16); break;
+        case 2: ROWS_R_KB(2, p16, a16); break;
+        default: ROWS_R_KB(1, p16, a16); break;
+        }
+#undef ROWS_R_KB
+#undef ROWS_R
+    }
 }
 
 #if SEQMM_FP16
@@ -1221,6 +1308,12 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
         return;
     }
 #endif
+#ifndef SEQMM_NO_ROWS_R
+    if (kb == 1 || kb == 2 || kb == 4 || kb == 8) {   /* kb divides the slab (KSNN k's) and k0 */
+        slab_rows512r(j, w, k0, ks, nbp);
+        return;
+    }
+#endif
     for (ptrdiff_t m0 = 0; m0 < M; m0 += MR512) {
         ptrdiff_t mr = M - m0 < MR512 ? M - m0 : MR512;
         const float *am = a32 + m0 * K;
@@ -1343,7 +1436,7 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t nex
 #endif
 #if SEQMM_X86
     if (j->simd) {
-        ptrdiff_t ks = j->simd == 2 ? KS512 : KS, slabs = (j->K + ks - 1) / ks;
+        ptrdiff_t ks = j->simd == 2 ? (j->nt || j->M <= 2 ? KS512 : KSNN) : KS, slabs = (j->K + ks - 1) / ks;
         /* steps: one per slab, or one per 16-column panel of an AVX-512 nt slab */
         ahead_start(j, &w->ah, PF_AHEAD ? next : -1, j->simd == 2 && j->nt ? slabs * (nbp / 16) : slabs);
         convert_a_simd(j, w, c);
