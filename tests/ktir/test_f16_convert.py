@@ -1,7 +1,7 @@
 """The native f16 <-> f32 conversions (backends/f16_convert.py) give numpy's astype bits exactly:
 every f16 value, millions of random f32 bit patterns, every rounding midpoint and its
 neighbours, overflow, subnormals, signed zeros and NaN payloads (quiet and signalling), on the
-F16C path and on the portable C path."""
+AVX-512 and F16C paths and on the portable C path."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ from ktir_models.ktir.backends import f16_convert, seqmm
 RNG = np.random.default_rng(5)
 
 
-@pytest.fixture(params=["best", "portable"])
+@pytest.fixture(params=["best", "avx2", "portable"])
 def native_path(request, monkeypatch):
-    """The library on its best path, and on its portable C path."""
-    if request.param == "portable":
-        monkeypatch.setenv("KTIR_MODELS_NATIVE", "portable")
+    """The library on its best path (AVX-512 where the CPU has it), on its F16C path without
+    AVX-512 (the cap ``avx2``: the same as best on a CPU without AVX-512), and on its portable C
+    path."""
+    if request.param != "best":
+        monkeypatch.setenv("KTIR_MODELS_NATIVE", request.param)
     seqmm._reset()
     if not seqmm.available():
         pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")

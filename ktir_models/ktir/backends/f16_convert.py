@@ -25,7 +25,8 @@ MIN_ELEMENTS = 2048  # measured: numpy 6.6 us, native 4.7 us at 2048 elements; 2
 
 @dataclass(frozen=True)
 class _Native:
-    """The library's f16 functions and whether their F16C path may run."""
+    """The library's f16 functions and the path they may run: 0 portable C, 1 F16C, 2 (or 3)
+    also AVX-512 (the binary ops use it)."""
 
     h2f: object
     f2h: object
@@ -41,10 +42,11 @@ def _functions() -> _Native | None:
     loaded = seqmm._loaded if seqmm._loaded is not None else seqmm._library()
     if _made[0] is not loaded:  # first use, or the library was reloaded (tests switch paths)
         lib = loaded.lib
-        simd = lib is not None and loaded.force != 1 and bool(lib.seqmm_has_simd())
+        # the path level under the library's cap: 0 portable, 1 F16C, 2-3 AVX-512
+        simd = 0 if lib is None else int(lib.seqmm_simd_level(loaded.force))
         _made[:] = [loaded, None if lib is None else
                     _Native(lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h, lib.seqmm_f16_binop,
-                            lib.seqmm_f16_any_nonfinite, int(simd))]
+                            lib.seqmm_f16_any_nonfinite, simd)]
     return _made[1]
 
 

@@ -1,7 +1,8 @@
 /* f16conv: float16 <-> float32 array conversions with numpy's exact results, at memory speed.
  *
  * numpy converts float16 one element at a time (~3-7 ns per element here); these loops use the
- * F16C instructions where the CPU has them. Results are bit-identical to numpy's ``astype``
+ * F16C instructions where the CPU has them (the binary ops 16 lanes at a time where it also has
+ * AVX-512). Results are bit-identical to numpy's ``astype``
  * for every input, NaN payloads included:
  *   f16 -> f32: exact (subnormals, infinities, signed zeros); a NaN keeps its payload (the
  *               instruction would quiet a signalling NaN, so vectors holding a NaN take the
@@ -148,6 +149,30 @@ static void binop_f16c(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrd
         f2h_f16c(r, out + i, m);
     }
 }
+
+/* The AVX-512 form: 16 lanes, the operands widened and the result narrowed in registers, the
+   tail through masked loads and stores (its idle lanes' results are never stored). No NaN path:
+   an f32 operation's NaN is quiet (x86 quiets a NaN operand, and vcvtph2ps already did), and
+   for a quiet NaN vcvtps2ph keeps the sign and the top 10 significand bits, numpy's rule (its
+   0x7c01 case needs those bits zero, which a quiet NaN's bit 22 rules out). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+static void binop_avx512(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrdiff_t n, int op) {
+    for (ptrdiff_t i = 0; i < n; i += 16) {
+        ptrdiff_t m = n - i < 16 ? n - i : 16;
+        __mmask16 live = (__mmask16)(m == 16 ? 0xffffu : (1u << m) - 1u);
+        __m512 x = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, a + i));
+        __m512 y = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(live, b + i));
+        __m512 z;
+        switch (op) {
+        case 0: z = _mm512_add_ps(x, y); break;
+        case 1: z = _mm512_sub_ps(x, y); break;
+        case 2: z = _mm512_mul_ps(x, y); break;
+        default: z = _mm512_div_ps(x, y); break;
+        }
+        _mm256_mask_storeu_epi16(out + i, live,
+                                 _mm512_cvtps_ph(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+}
 #endif
 
 static float binop1(float x, float y, int op) {
@@ -159,11 +184,13 @@ static float binop1(float x, float y, int op) {
     }
 }
 
-/* 0: done; 1: op out of range */
+/* 0: done; 1: op out of range. simd: 0 portable C, 1 F16C (AVX2), 2 or more AVX-512 (the
+   path level seqmm_simd_level gives) */
 int seqmm_f16_binop(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrdiff_t n, int op,
                     int simd) {
     if (op < 0 || op > 3) return 1;
 #if CVT_SIMD
+    if (simd >= 2) { binop_avx512(a, b, out, n, op); return 0; }
     if (simd) { binop_f16c(a, b, out, n, op); return 0; }
 #endif
     (void)simd;
