@@ -207,17 +207,30 @@ def test_the_scratchy_prefill_attention_node_is_rerolled(native_matmul):
     assert (plan._c.rerolled is not None) == native_matmul
 
 
-def test_ragged_sums_keep_each_rows_own_summation_order():
+@pytest.mark.parametrize("R", [20, 64])
+def test_ragged_sums_keep_each_rows_own_summation_order(R, monkeypatch):
     """Row r sums x[r, 0..r] in f32 and rounds to f16. The data are chosen so that the order
     decides the last bit: 1 + 2^-11 is a tie in f16, and whether the 2^-24 terms reach it before
     the tie is rounded depends on numpy's order for that length (sequential below 8 terms,
-    pairwise above); summing zero-padded rows would round some rows differently."""
-    R = 20
+    pairwise above); summing zero-padded rows would round some rows differently. At R = 64 the
+    stacked rows are big enough to be widened once natively (reduce.widened_rows) before the
+    per-row f32 sums."""
+    from ktir_models.ktir.dialects.linalg import reduce as reduce_mod
+
+    widened = []
+    real = reduce_mod.widened_rows
+
+    def spy(x, dims, acc_t):
+        out = real(x, dims, acc_t)
+        widened.append(out is not None)
+        return out
+
+    monkeypatch.setattr(reduce_mod, "widened_rows", spy)
     body = view("vx", "x", (R, R)) + (
         "    %zero = arith.constant 0.0 : f16\n"
-        "    %ov = ktdp.construct_memory_view %o, sizes: [20], strides: [1] {coordinate_set = "
-        "affine_set<(d0) : (d0 >= 0, -d0 + 19 >= 0)>, memory_space = #ktdp.memory_space<global>} "
-        ": memref<20xf16>\n")
+        f"    %ov = ktdp.construct_memory_view %o, sizes: [{R}], strides: [1] {{coordinate_set = "
+        f"affine_set<(d0) : (d0 >= 0, -d0 + {R - 1} >= 0)>, "
+        f"memory_space = #ktdp.memory_space<global>}} : memref<{R}xf16>\n")
     for r in range(R):
         n = r + 1
         body += (f"    %q{r} = arith.constant {r} : index\n" +
@@ -227,7 +240,7 @@ def test_ragged_sums_keep_each_rows_own_summation_order():
                  f"outs(%zi{r} : tensor<1xf16>) dimensions = [1]\n"
                  f"    %to{r} = ktdp.construct_access_tile %ov[%q{r}] {{access_tile_set = "
                  "affine_set<(d0) : (d0 >= 0, -d0 >= 0)>, access_tile_order = "
-                 "affine_map<(d0) -> (d0)>} : memref<20xf16> -> !ktdp.access_tile<1xindex>\n"
+                 f"affine_map<(d0) -> (d0)>}} : memref<{R}xf16> -> !ktdp.access_tile<1xindex>\n"
                  f"    ktdp.store %s{r}, %to{r} : tensor<1xf16>, !ktdp.access_tile<1xindex>\n")
     fn = program("%x: index, %o: index", body)
     assert find_repeats(fn).ragged
@@ -250,6 +263,7 @@ def test_ragged_sums_keep_each_rows_own_summation_order():
         padded[r, :r + 1] = x[r, :r + 1]
     zero_padded = padded.sum(axis=1, dtype=np.float32).astype(np.float16)
     assert (bits(zero_padded) != bits(outs[1])).any(), "the data no longer tell the orders apart"
+    assert any(widened) == (R * R >= 2048)
 
 
 def test_a_grid_whose_output_aliases_an_input_runs_stacked():

@@ -1,8 +1,7 @@
 /* f16conv: float16 <-> float32 array conversions with numpy's exact results, at memory speed.
  *
  * numpy converts float16 one element at a time (~3-7 ns per element here); these loops use the
- * F16C instructions where the CPU has them (the binary ops 16 lanes at a time where it also has
- * AVX-512). Results are bit-identical to numpy's ``astype``
+ * F16C instructions where the CPU has them (16 lanes at a time where it also has AVX-512). Results are bit-identical to numpy's ``astype``
  * for every input, NaN payloads included:
  *   f16 -> f32: exact (subnormals, infinities, signed zeros); a NaN keeps its payload (the
  *               instruction would quiet a signalling NaN, so vectors holding a NaN take the
@@ -86,13 +85,44 @@ static void f2h_f16c(const uint32_t *x, uint16_t *y, ptrdiff_t n) {
     }
     for (; i < n; i++) y[i] = f2h_bits(x[i]);
 }
+/* the same conversions 16 lanes at a time (AVX-512); a vector holding a NaN takes the scalar
+   path, as above, and so does the tail */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+static void h2f_avx512(const uint16_t *x, uint32_t *y, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(x + i));
+        if (_mm256_cmpgt_epi16_mask(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)), _mm256_set1_epi16(0x7c00))) {
+            for (int k = 0; k < 16; k++) y[i + k] = h2f_bits(x[i + k]);
+            continue;
+        }
+        _mm512_storeu_ps((float *)(y + i), _mm512_cvtph_ps(h));
+    }
+    for (; i < n; i++) y[i] = h2f_bits(x[i]);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+static void f2h_avx512(const uint32_t *x, uint16_t *y, ptrdiff_t n) {
+    ptrdiff_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i b = _mm512_loadu_si512((const void *)(x + i));
+        if (_mm512_cmpgt_epu32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000))) {
+            for (int k = 0; k < 16; k++) y[i + k] = f2h_bits(x[i + k]);
+            continue;
+        }
+        _mm256_storeu_si256((__m256i *)(y + i),
+                            _mm512_cvtps_ph(_mm512_castsi512_ps(b), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) y[i] = f2h_bits(x[i]);
+}
 #else
 #define CVT_SIMD 0
 #endif
 
-/* y[i] = f32(x[i]) for n contiguous elements; simd: the F16C path may run */
+/* y[i] = f32(x[i]) for n contiguous elements; simd: 0 portable C, 1 F16C, 2 or more AVX-512 */
 void seqmm_cvt_h2f(const uint16_t *x, uint32_t *y, ptrdiff_t n, int simd) {
 #if CVT_SIMD
+    if (simd >= 2) { h2f_avx512(x, y, n); return; }
     if (simd) { h2f_f16c(x, y, n); return; }
 #endif
     (void)simd;
@@ -102,6 +132,7 @@ void seqmm_cvt_h2f(const uint16_t *x, uint32_t *y, ptrdiff_t n, int simd) {
 /* y[i] = f16(x[i]) (round to nearest even) for n contiguous elements */
 void seqmm_cvt_f2h(const uint32_t *x, uint16_t *y, ptrdiff_t n, int simd) {
 #if CVT_SIMD
+    if (simd >= 2) { f2h_avx512(x, y, n); return; }
     if (simd) { f2h_f16c(x, y, n); return; }
 #endif
     (void)simd;

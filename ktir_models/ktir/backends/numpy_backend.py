@@ -15,6 +15,20 @@ from .f16_convert import convert
 _as_strided = np.lib.stride_tricks.as_strided
 
 
+
+_F16 = np.dtype(np.float16)
+_SIGN_MASKS = {np.bitwise_xor: np.uint16(0x8000), np.bitwise_and: np.uint16(0x7FFF)}
+
+
+def _f16_sign_op(x, bit_op, ufunc):
+    """``ufunc(x)`` (np.negative or np.abs); for an f16 array, the same bits from one integer
+    op on the sign bit (numpy's f16 loops flip or clear it too, NaN payloads included: checked
+    over every f16 value in tests/ktir/test_numpy_backend_f16.py), ~6x faster than numpy's f16
+    loop."""
+    if type(x) is np.ndarray and x.dtype == _F16 and x.ndim > 0:
+        return bit_op(x.view(np.uint16), _SIGN_MASKS[bit_op]).view(_F16)
+    return ufunc(x)
+
 class NumpyBackend:
     """Host numpy arrays. ``device`` is always ``"cpu"``; memory is shared with HBM regions."""
 
@@ -36,8 +50,8 @@ class NumpyBackend:
     fmax = staticmethod(np.fmax)
     fmin = staticmethod(np.fmin)
     power = staticmethod(np.power)
-    negative = staticmethod(np.negative)
-    abs = staticmethod(np.abs)
+    negative = staticmethod(lambda x: _f16_sign_op(x, np.bitwise_xor, np.negative))
+    abs = staticmethod(lambda x: _f16_sign_op(x, np.bitwise_and, np.abs))
     exp = staticmethod(np.exp)
     exp2 = staticmethod(np.exp2)
     log = staticmethod(np.log)
