@@ -1,8 +1,8 @@
 /* f16conv: float16 <-> float32 array conversions with numpy's exact results, at memory speed.
  *
  * numpy converts float16 one element at a time (~3-7 ns per element here); these loops use the
- * F16C instructions where the CPU has them (16 lanes at a time where it also has AVX-512). Results are bit-identical to numpy's ``astype``
- * for every input, NaN payloads included:
+ * F16C instructions where the CPU has them (16 lanes at a time where it also has AVX-512).
+ * Results are bit-identical to numpy's ``astype`` for every input, NaN payloads included:
  *   f16 -> f32: exact (subnormals, infinities, signed zeros); a NaN keeps its payload (the
  *               instruction would quiet a signalling NaN, so vectors holding a NaN take the
  *               scalar path);
@@ -85,6 +85,7 @@ static void f2h_f16c(const uint32_t *x, uint16_t *y, ptrdiff_t n) {
     }
     for (; i < n; i++) y[i] = f2h_bits(x[i]);
 }
+
 /* the same conversions 16 lanes at a time (AVX-512); a vector holding a NaN takes the scalar
    path, as above, and so does the tail */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))

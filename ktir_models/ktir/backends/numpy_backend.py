@@ -14,8 +14,6 @@ from .f16_convert import convert
 
 _as_strided = np.lib.stride_tricks.as_strided
 
-
-
 _F16 = np.dtype(np.float16)
 _SIGN_MASKS = {np.bitwise_xor: np.uint16(0x8000), np.bitwise_and: np.uint16(0x7FFF)}
 
@@ -28,6 +26,7 @@ def _f16_sign_op(x, bit_op, ufunc):
     if type(x) is np.ndarray and x.dtype == _F16 and x.ndim > 0:
         return bit_op(x.view(np.uint16), _SIGN_MASKS[bit_op]).view(_F16)
     return ufunc(x)
+
 
 class NumpyBackend:
     """Host numpy arrays. ``device`` is always ``"cpu"``; memory is shared with HBM regions."""

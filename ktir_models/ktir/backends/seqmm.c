@@ -35,10 +35,10 @@
  *
  * Small K blocks with f16 partials and an f16 accumulator (the lm_heads: kb = 2 or 4) are bound
  * by closing trips, not by FMAs: each close rounds the partial and the chained sum to f16 (two
- * f16 round trips per 16 outputs on the two vector ports). Without AVX512-FP16 (AMD Zen 4: one vcvtps2ph
- * + vcvtph2ps round trip per ~3 cycles, against one 512-bit FMA per cycle), the many-rows tiles
- * keep r in registers across a slab's trips (tile512r); the round trips remain the bound. Where the CPU has AVX512-FP16 the
- * chained sum is one f16 add and r stays in registers across a slab's trips (tile512h; see the
+ * f16 round trips per 16 outputs on the two vector ports). Without AVX512-FP16 (AMD Zen 4:
+ * one vcvtps2ph + vcvtph2ps round trip per ~3 cycles, against one 512-bit FMA per cycle), the
+ * many-rows tiles keep r in registers across a slab's trips (tile512r); the round trips remain
+ * the bound. Where the CPU has AVX512-FP16 the chained sum is one f16 add and r stays in registers across a slab's trips (tile512h; see the
  * proof there that the bits are the same), and nt with 16+ rows (stacked cores, prefill rows) runs
  * the m-vector layout (slab_mvec): a transposed once, weight rows widened without panels, vectors
  * over m. Measured on the 2-core dev VM, [32 x 576] @ [16384 x 576]^T at 144 x 4, 2 threads:
@@ -215,6 +215,7 @@ typedef struct {
     int mvec;                                /* nt, many rows, FP16 CPU: the m-vector layout (see
                                                 slab_mvec); then mp = M rounded up to 16 */
     ptrdiff_t mp;
+    ptrdiff_t ks;                            /* k's per slab on the SIMD paths (see KSNN) */
     int stage;                               /* AVX-512 nt: rows are copied into a staging
                                                 buffer before the transposes (see stage_rows) */
     ptrdiff_t nc, ncp, chunks;               /* item width, padded width, items per c */
@@ -652,10 +653,9 @@ SIMD512_FN static void slab16_nt512(const job_t *j, scratch_t *w, const uint16_t
 }
 
 SIMD512_FN static void prefetch_slab512(const job_t *j, const uint16_t *bc, ptrdiff_t k0, ptrdiff_t n0, ptrdiff_t nb) {
-    const ptrdiff_t ks = j->nt || j->M <= 2 ? KS512 : KSNN;
-    ptrdiff_t kp = k0 + PF_SLABS * ks;
+    ptrdiff_t kp = k0 + PF_SLABS * j->ks;
     if (!j->nt) {
-        for (ptrdiff_t k = kp; k < kp + ks && k < j->K; k++)
+        for (ptrdiff_t k = kp; k < kp + j->ks && k < j->K; k++)
             for (ptrdiff_t n = 0; n < nb; n += 32) _mm_prefetch((const char *)(bc + k * j->sbo + n0 + n), PF_HINT);
     } else {
         if (kp < j->K)
@@ -1436,7 +1436,7 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t nex
 #endif
 #if SEQMM_X86
     if (j->simd) {
-        ptrdiff_t ks = j->simd == 2 ? (j->nt || j->M <= 2 ? KS512 : KSNN) : KS, slabs = (j->K + ks - 1) / ks;
+        ptrdiff_t ks = j->ks, slabs = (j->K + ks - 1) / ks;
         /* steps: one per slab, or one per 16-column panel of an AVX-512 nt slab */
         ahead_start(j, &w->ah, PF_AHEAD ? next : -1, j->simd == 2 && j->nt ? slabs * (nbp / 16) : slabs);
         convert_a_simd(j, w, c);
@@ -1672,6 +1672,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.simd = seqmm_simd_level(force);
     j.fp16 = j.simd == 3;
     if (j.simd > 2) j.simd = 2;
+    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : KSNN) : KS;
     j.mp = (M + 15) / 16 * 16;
     /* the m-vector layout computes mp rows: where the padding is over 1/8 of them the n-vector
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */

@@ -362,19 +362,14 @@ def _reduce(b: Builder, op: Op, plain):
             cuts.append(tuple(cut))
         shape = (C,) + tuple(t.shape)
 
-        last = sdims == (len(x.type.shape),)
-
         def step(senv):
             v = stacked_x(senv)
-            sums = np.empty(shape, acc_t)
             # widened once where each group's f32 sum keeps its bits (reduce.widened_rows)
-            wide = widened_rows(v, sdims, acc_t) if last else None
-            if wide is not None:
-                for cut in cuts:
-                    np.add.reduce(wide[cut], axis=sdims, out=sums[cut[0]])
-            else:
-                for cut in cuts:  # as _fast_reduce sums, group by group
-                    np.add.reduce(v[cut], axis=sdims, dtype=acc_t, out=sums[cut[0]])
+            wide = widened_rows(v, sdims, acc_t)
+            src = v if wide is None else wide
+            sums = np.empty(shape, acc_t)
+            for cut in cuts:  # as _fast_reduce sums, group by group
+                np.add.reduce(src[cut], axis=sdims, dtype=acc_t, out=sums[cut[0]])
             senv[ir] = coerce(xp.add(sums, xp.astype(senv[iinit], acc_t)), t, xp)
     else:
         raise Unsupported(f"a {kind} over a ragged dimension")

@@ -86,8 +86,8 @@ def fast_reduce(kind: str, x, dims: tuple, init, t: TensorType, acc_t, xp=NP):
     end ``xp``; ``acc_t`` from :func:`accumulator`)."""
     if kind == "sum":
         wide = widened_rows(x, dims, acc_t) if caps_of(xp).host_arrays else None
-        total = xp.reduce("sum", x, dims, acc_t) if wide is None else np.add.reduce(wide, axis=dims)
-        v = xp.add(total, xp.astype(init, acc_t))
+        v = xp.add(xp.reduce("sum", x if wide is None else wide, dims, acc_t),
+                   xp.astype(init, acc_t))
     elif kind == "prod":
         v = xp.multiply(xp.reduce("prod", x, dims, acc_t), xp.astype(init, acc_t))
     else:
