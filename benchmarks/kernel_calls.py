@@ -82,7 +82,8 @@ def operands(signature, count: int, rng) -> list:
         a = rng.standard_normal(a_len).astype(np.float16)
         b = (rng.standard_normal(b_len) * 0.05).astype(np.float16)
         out = np.zeros(C * M * N, np.float16 if acc16 else np.float32)
-        packed = array.array("q", (a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, *rest))
+        packed = array.array("q", (a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, *rest,
+                                          0, 0, 0, 0, 0, 0))  # no warming
         made.append((a, b, out, packed))
     return made
 

@@ -1,5 +1,5 @@
 """KTIRInterpreter's conventions (the reference interpreter's), checked call by call on the
-ktir-examples kernels and on the probe kernel of kernels.py, with numpy as the reference."""
+ktir-examples kernels and on the probe kernel of probe_kernels.py, with numpy as the reference."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ktir_models.compat import (HardwareConfig, KTIRInterpreter, MLIRFrontendPar
 from ktir_models.compat.memory import HBMSimulator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernels import PROBE  # noqa: E402
+from probe_kernels import PROBE  # noqa: E402
 
 VECTOR_ADD = "triton-ktir/vector_add_ktir.mlir"
 

@@ -408,6 +408,52 @@ def test_kernel_pool_workers_that_wake_late():
         time.sleep((i % 4) * 0.0004)
 
 
+@pytest.fixture
+def warming():
+    """seqmm.set_warming for the test, a fresh call order; on (the default rule) afterwards."""
+    yield seqmm.set_warming
+    seqmm.set_warming(seqmm._DEFAULT_THREADS > 1)
+
+
+@needs_native
+def test_warming_learns_the_order_and_never_changes_bits(warming):
+    """Calls in a repeated order: once the order is learned, each call names the next call's
+    weights (the worker prefetches them); the results are the reference's bits with warming on
+    and off, when the order changes, and when the named weights are freed before the warming
+    runs (prefetches never fault)."""
+    rng = np.random.default_rng(21)
+    cases = []
+    for C, N, K, nt in [(4, 64, 576, True), (9, 64, 576, False), (2, 512, 256, True)]:
+        a, b = operands(rng, C, 1, N, K // 64, 64, nt)
+        kw = dict(trips=K // 64, kb=64, transpose_b=nt, part_dtype=F16, acc_dtype=F16)
+        cases.append((a, b, kw, seqmm.kloop_reference(a, b, None, **kw)))
+    warming(True)
+    for round_ in range(3):
+        for a, b, kw, want in cases:
+            assert_same_bits(seqmm.kloop(a, b, None, threads=1 + round_ % 2, **kw), want)
+    after = seqmm._Order.after
+    for (_, b, _, _), (_, b_next, _, _) in zip(cases, cases[1:] + cases[:1]):
+        assert after[b.ctypes.data][0] == b_next.ctypes.data
+    cases.reverse()  # another order: the old guesses are wrong once, then relearned
+    for a, b, kw, want in cases * 2:
+        assert_same_bits(seqmm.kloop(a, b, None, **kw), want)
+    assert after[cases[0][1].ctypes.data][0] == cases[1][1].ctypes.data
+    gone = np.ones(1 << 22, F16)  # warmed after the next call, then freed before it runs
+    a, b, kw, want = cases[0]
+    seqmm._Order.after[b.ctypes.data] = (gone.ctypes.data, 1, 0, 1024, 1 << 13, 1 << 13)
+    del gone
+    assert_same_bits(seqmm.kloop(a, b, None, threads=2, **kw), want)
+    seqmm._Order.after[b.ctypes.data] = (64, 1, 0, 1 << 12, 1 << 12, 1 << 12)  # unmapped
+    assert_same_bits(seqmm.kloop(a, b, None, threads=2, **kw), want)
+    warming(False)
+    assert not seqmm._Order.after
+    for a, b, kw, want in cases:
+        assert_same_bits(seqmm.kloop(a, b, None, **kw), want)
+    assert not seqmm._Order.after
+    with pytest.raises(ValueError, match="set_warming"):
+        seqmm.set_warming(1)
+
+
 @needs_native
 def test_kernel_concurrent_callers():
     from concurrent.futures import ThreadPoolExecutor

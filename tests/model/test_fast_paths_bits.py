@@ -1,8 +1,9 @@
 """The fast paths give the plain path's logits bits on the fixtures, on every back end.
 
 Fast paths: the native kernel's calls shared between two threads (``seqmm.set_threads(2)``
-forces every call, small ones included, onto two threads; the plain path is one thread), and the
-last-token lm_head (its row against the all-rows pass's last row). On a back end that sums
+forces every call, small ones included, onto two threads; the plain path is one thread), the
+kernel's worker warming the next call's weights (``seqmm.set_warming``; off on the plain path),
+and the last-token lm_head (its row against the all-rows pass's last row). On a back end that sums
 matmuls on BLAS (numpy without the kernel, torch) the kernel's threads do not apply, and the
 test shows that the pass is still the same bits whatever the setting."""
 
@@ -25,6 +26,7 @@ def threads():
     """seqmm.set_threads for the test; the size rule again afterwards."""
     yield seqmm.set_threads
     seqmm.set_threads(None)
+    seqmm.set_warming(seqmm._DEFAULT_THREADS > 1)
 
 
 def passes(program, model, machine, count: int, last_token: bool = False) -> list[np.ndarray]:
@@ -42,8 +44,10 @@ def test_two_kernel_threads_and_last_token_keep_the_bits(threads, backend, progr
     if backend == "numpy-native" and not seqmm.available():
         pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
     threads(1)
+    seqmm.set_warming(False)
     plain = passes(program, model, machine, 4)
     threads(2)
+    seqmm.set_warming(True)
     fast = passes(program, model, machine, 4)
     last = passes(program, model, machine, 4, last_token=True)
     for result in plain[1:] + fast:  # every pass (plain, batched forms, tapes) the same bits

@@ -1579,18 +1579,91 @@ static int door_enter(unsigned long g) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- warming the next call's weights
+ * Between two kernel calls of a forward pass the caller runs Python (norms, RoPE, attention's
+ * small ops) while the pool's worker waits, and the next call's weights are in memory. A call may
+ * name the weights of the call expected after it (seqmm.py learns the order of a pass's calls);
+ * once the call is done the worker prefetches them, in address order, while it would otherwise
+ * wait, so that the next call finds them in the caches. Prefetch instructions never fault, so a
+ * stale guess (weights since freed, a call that does not come) costs only bandwidth, and nothing
+ * the kernel computes depends on it. The worker checks for a job every WARM_CHECK lines and
+ * leaves the warming for it, then resumes where it stopped unless another warming was posted. */
+#ifndef WARM_MAX
+#define WARM_MAX (16 * 1024 * 1024)  /* bytes of one call's weights warmed at most */
+#endif
+#define WARM_CHECK 16
+#ifndef WARM_LOCALITY
+#define WARM_LOCALITY 2
+#endif
+
+typedef struct {
+    const char *base;             /* the weights: cs blocks cstride bytes apart, each rows runs of */
+    ptrdiff_t cs, cstride;        /* seg bytes stride bytes apart */
+    ptrdiff_t rows, stride, seg;
+} warm_t;
+
+static warm_t warm_req;           /* the posted request (under pool_mu) */
+static atomic_ulong warm_gen;     /* bumped when one is posted */
+
+/* prefetch w's lines from (*c, *row, *off) on, at most *budget bytes, until a job is published
+   (pool_gen moves from seen) or another warming is posted; 1 when it ran to its end */
+static int warm_run(const warm_t *w, ptrdiff_t *c, ptrdiff_t *row, ptrdiff_t *off, ptrdiff_t *budget,
+                    unsigned long seen, unsigned long wseen) {
+    int n = 0;
+    for (; *c < w->cs; (*c)++, *row = 0)
+        for (; *row < w->rows; (*row)++, *off = 0) {
+            const char *rp = w->base + *c * w->cstride + *row * w->stride;
+            for (; *off < w->seg; *off += 64) {
+                if (*budget <= 0) return 1;
+                __builtin_prefetch(rp + *off, 0, WARM_LOCALITY);
+                *budget -= 64;
+                if (++n == WARM_CHECK) {
+                    n = 0;
+                    if (atomic_load_explicit(&pool_gen, memory_order_relaxed) != seen ||
+                        atomic_load_explicit(&warm_gen, memory_order_relaxed) != wseen)
+                        return 0;
+                }
+            }
+        }
+    return 1;
+}
+
 static void *pool_worker(void *arg) {
     int id = (int)(intptr_t)arg;
     unsigned long seen = pool_gen0[id];   /* jobs published after the worker's start are its */
+    unsigned long wseen = 0;              /* the last warming taken */
+    warm_t w = {0};
+    ptrdiff_t wc = 0, wrow = 0, woff = 0, wbudget = 0;   /* where the current warming stands */
+    int warming = 0;
     for (;;) {
-        unsigned long g;
-        for (int spin = 0; (g = atomic_load_explicit(&pool_gen, memory_order_acquire)) == seen && spin < POOL_SPIN; spin++)
+        unsigned long g, wg;
+        for (int spin = 0; spin < POOL_SPIN; spin++) {
+            g = atomic_load_explicit(&pool_gen, memory_order_acquire);
+            wg = atomic_load_explicit(&warm_gen, memory_order_acquire);
+            if (g != seen) break;
+            if (id == 1 && wg != wseen) {   /* a new warming: take it */
+                pthread_mutex_lock(&pool_mu);
+                w = warm_req;
+                wseen = atomic_load_explicit(&warm_gen, memory_order_relaxed);
+                pthread_mutex_unlock(&pool_mu);
+                wc = wrow = woff = 0;
+                wbudget = WARM_MAX;
+                warming = 1;
+            }
+            if (warming) {
+                warming = !warm_run(&w, &wc, &wrow, &woff, &wbudget, seen, wseen);
+                spin = 0;   /* awake for POOL_SPIN polls after warming too */
+                continue;
+            }
             cpu_relax();
+        }
         if (g == seen) {
             pthread_mutex_lock(&pool_mu);
-            while ((g = atomic_load_explicit(&pool_gen, memory_order_acquire)) == seen)
+            while ((g = atomic_load_explicit(&pool_gen, memory_order_acquire)) == seen &&
+                   (id != 1 || atomic_load_explicit(&warm_gen, memory_order_acquire) == wseen))
                 pthread_cond_wait(&pool_wake, &pool_mu);
             pthread_mutex_unlock(&pool_mu);
+            if (g == seen) continue;   /* woken for a warming: the spin loop takes it */
         }
         seen = g;
         if (!door_enter(g)) continue;
@@ -1605,11 +1678,10 @@ static void *pool_worker(void *arg) {
     return NULL;
 }
 
-/* runs parts[0..n) with the pool; returns 0, or -1 when the pool is busy (caller falls back) */
-static int pool_run(part_t *parts, int n) {
-    if (pthread_mutex_trylock(&pool_call) != 0) return -1;
+/* starts workers until the pool has n - 1 (as far as threads can be made) */
+static void pool_grow(int n) {
     if (!pool_atfork) pool_atfork = pthread_atfork(NULL, NULL, pool_forget) == 0;
-    while (pool_size < n - 1) {
+    while (pool_size < n - 1 && pool_size + 1 < MAX_THREADS) {
         pthread_t tid;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -1620,6 +1692,23 @@ static int pool_run(part_t *parts, int n) {
         if (!ok) break;
         pool_size++;
     }
+}
+
+/* posts a warming of w to worker 1 (started if need be); the caller holds pool_call */
+static void warm_post(const warm_t *w) {
+    pool_grow(2);
+    if (pool_size < 1) return;
+    pthread_mutex_lock(&pool_mu);
+    warm_req = *w;
+    atomic_fetch_add_explicit(&warm_gen, 1, memory_order_release);
+    pthread_cond_broadcast(&pool_wake);
+    pthread_mutex_unlock(&pool_mu);
+}
+
+/* runs parts[0..n) with the pool; returns 0, or -1 when the pool is busy (caller falls back) */
+static int pool_run(part_t *parts, int n) {
+    if (pthread_mutex_trylock(&pool_call) != 0) return -1;
+    pool_grow(n);
     int pooled = pool_size + 1 < n ? pool_size + 1 : n;   /* parts [1, pooled) run on workers */
     pool_parts = parts;
     pool_nparts = pooled;   /* workers beyond the call's thread count enter and leave */
@@ -1726,11 +1815,20 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
 }
 
 /* seqmm_kloop with its 19 arguments packed in one int64 array, in the same order (pointers as
- * integers): one ctypes argument instead of 19 takes ~4 us less per call from Python. */
+ * integers): one ctypes argument instead of 19 takes ~4 us less per call from Python. Six more
+ * name the weights to warm once the call is done (see warm_t: base, cs, cstride, rows, stride,
+ * seg; base 0: none). */
 int seqmm_kloop_packed(const int64_t *v) {
-    return seqmm_kloop((const uint16_t *)(uintptr_t)v[0], (ptrdiff_t)v[1], (ptrdiff_t)v[2], (ptrdiff_t)v[3],
-                       (const uint16_t *)(uintptr_t)v[4], (ptrdiff_t)v[5], (ptrdiff_t)v[6],
-                       (void *)(uintptr_t)v[7], (ptrdiff_t)v[8], (ptrdiff_t)v[9], (ptrdiff_t)v[10],
-                       (ptrdiff_t)v[11], (ptrdiff_t)v[12], (int)v[13], (int)v[14], (int)v[15],
-                       (int)v[16], (int)v[17], (int)v[18]);
+    int rc = seqmm_kloop((const uint16_t *)(uintptr_t)v[0], (ptrdiff_t)v[1], (ptrdiff_t)v[2], (ptrdiff_t)v[3],
+                         (const uint16_t *)(uintptr_t)v[4], (ptrdiff_t)v[5], (ptrdiff_t)v[6],
+                         (void *)(uintptr_t)v[7], (ptrdiff_t)v[8], (ptrdiff_t)v[9], (ptrdiff_t)v[10],
+                         (ptrdiff_t)v[11], (ptrdiff_t)v[12], (int)v[13], (int)v[14], (int)v[15],
+                         (int)v[16], (int)v[17], (int)v[18]);
+    if (v[19] != 0 && pthread_mutex_trylock(&pool_call) == 0) {
+        warm_t w = {(const char *)(uintptr_t)v[19], (ptrdiff_t)v[20], (ptrdiff_t)v[21],
+                    (ptrdiff_t)v[22], (ptrdiff_t)v[23], (ptrdiff_t)v[24]};
+        warm_post(&w);
+        pthread_mutex_unlock(&pool_call);
+    }
+    return rc;
 }

@@ -321,21 +321,74 @@ class _Call:
     sa: tuple       # a's strides in elements over c, m, k (0 over c when shared)
     sb: tuple       # b's strides over c and over its non-unit inner dim
     rest: tuple     # C, M, N, trips, kb, nt, part16, acc16, acc given, threads, path cap
+    warm: tuple     # b's bytes as seqmm.c's warm_t after its base: cs, cstride, rows, stride,
+    #                 seg; () when too few to be worth warming (_WARM_MIN)
 
 
 _CALLS: dict = {}  # signature -> _Call, for operands the kernel reads where they lie
+_WARM_MIN = 1 << 16  # weight bytes from which a call's weights are warmed before it
+_NO_WARM = (0, 0, 0, 0, 0, 0)
+
+
+class _Order:
+    """The order of a pass's kernel calls, as the weights each one reads after another's: a
+    forward pass repeats its calls in the same order, so once a pass has run, each call can name
+    the weights of the call that came after it last time, and the kernel's idle worker prefetches
+    them while the caller runs what lies between (seqmm.c, "warming"). Only calls with at least
+    _WARM_MIN bytes of weights take part (a small attention call between two projections does not
+    break the chain). A guess that does not hold costs bandwidth, never bits: the kernel's results
+    never depend on what the caches hold."""
+
+    on = _DEFAULT_THREADS > 1  # a worker on another core, which would otherwise wait
+    after: dict = {}           # b's address -> the warm_t of the weights read next (last pass)
+    last = 0                   # b's address in the last call that took part
+
+
+def _warm_args(call: _Call, b_ptr: int) -> tuple:
+    """seqmm_kloop_packed's six warming arguments for a call reading weights at ``b_ptr``, and
+    the order learned from it (:class:`_Order`)."""
+    if not call.warm or not _Order.on:
+        return _NO_WARM
+    last, after = _Order.last, _Order.after
+    if last:
+        if len(after) > 65536:
+            after.clear()
+        after[last] = (b_ptr, *call.warm)
+    _Order.last = b_ptr
+    return after.get(b_ptr, _NO_WARM)
 
 
 def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    # seqmm_kloop's 19 arguments packed in one int64 array: ctypes converts one argument instead
-    # of 19 (~2.5 us less per call); `args` stays referenced until the call returns
-    # (``x.ctypes.data``: ~1.4 us a pointer, against ~2.3 us for ``__array_interface__``)
-    args = array.array("q", (a.ctypes.data, *call.sa, b.ctypes.data, *call.sb,
-                             out.ctypes.data, *call.rest))
+    # seqmm_kloop's 19 arguments (and the 6 of the weights to warm after it) packed in one int64
+    # array: ctypes converts one argument instead of 25 (~2.5 us less per call); `args` stays
+    # referenced until the call returns (``x.ctypes.data``: ~1.4 us a pointer, against ~2.3 us
+    # for ``__array_interface__``)
+    b_ptr = b.ctypes.data
+    args = array.array("q", (a.ctypes.data, *call.sa, b_ptr, *call.sb,
+                             out.ctypes.data, *call.rest, *_warm_args(call, b_ptr)))
     rc = lib.seqmm_kloop_packed(args.buffer_info()[0])
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
     return out
+
+
+def _warm_shape(C: int, N: int, K: int, nt: bool, sb: tuple) -> tuple:
+    """:attr:`_Call.warm` for a b of strides ``sb`` (elements; 0 over c when shared)."""
+    cs = C if sb[0] else 1
+    rows, seg = (N, 2 * K) if nt else (K, 2 * N)
+    if cs * rows * seg < _WARM_MIN:
+        return ()
+    return cs, 2 * sb[0], rows, 2 * sb[1], seg
+
+
+def set_warming(on: bool) -> None:
+    """Whether calls warm the next call's weights (:class:`_Order`; on by default where the CPU
+    has two cores). The results are the same bits either way."""
+    if not isinstance(on, bool):
+        raise ValueError(f"seqmm.set_warming: expected a bool, got {on!r}")
+    _Order.on = on
+    _Order.after.clear()
+    _Order.last = 0
 
 
 def default_threads(macs: int) -> int:
@@ -415,7 +468,7 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     threads = max(1, min(int(threads), C * N))
     call = _Call((C, M, N), acc_dtype, sa, sb[:2],
                  (C, M, N, trips, kb, int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),
-                  int(acc is not None), threads, loaded.force))
+                  int(acc is not None), threads, loaded.force), _warm_shape(C, N, K, nt, sb))
     if key is not None and in_place:
         if len(_CALLS) > 4096:
             _CALLS.clear()
