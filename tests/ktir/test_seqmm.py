@@ -690,6 +690,23 @@ def test_build_goes_to_the_cache_and_is_reused(monkeypatch, tmp_path):
 
 
 @needs_native
+@pytest.mark.parametrize("M", [3, 7, 8, 9, 13, 32])
+def test_kernel_many_rows_row_major_f16_chains(path, M):
+    """Prefill rows over a row-major b = [K, N] with f16 chains (the many-rows tiles): row counts
+    that leave 1-3 rows after a full tile (split into two smaller tiles), item widths with a
+    16-column last strip (48, 80) or a tail inside one (45), trips of small and large kb, with
+    and without a given accumulator, on one and two threads: the definition's bits."""
+    rng = np.random.default_rng(12)
+    for N, (trips, kb), with_acc in itertools.product(
+            (16, 45, 48, 80, 64), [(1, 576), (4, 36), (36, 4), (3, 130)], (False, True)):
+        a, b = operands(rng, 2, M, N, trips, kb, False)
+        acc = accumulator(rng, 2, M, N, F16) if with_acc else None
+        for threads in (1, 2):
+            check(a, b, acc, threads=threads, trips=trips, kb=kb, transpose_b=False,
+                  part_dtype=F16, acc_dtype=F16)
+
+
+@needs_native
 @pytest.mark.parametrize("M", [16, 32, 48])
 def test_kernel_many_rows_every_part_and_acc_dtype(path, M):
     """Prefill rows over b = [N, K] (the GEMMs of our emitted prefill programs: f32 partials

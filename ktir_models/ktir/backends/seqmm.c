@@ -865,7 +865,8 @@ SIMD512H_INLINE void tile512h(const int MR, const int NV, const int W, const int
             ptrdiff_t end = kk + (kb - in_trip < ks - kk ? kb - in_trip : ks - kk);
             int opens = in_trip == 0;   /* the trip's first k: its sum is +0 + a*w (one FMA onto +0) */
             in_trip += end - kk;
-            for (; kk < end; kk++, opens = 0) h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, opens);
+            if (opens && kk < end) { h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, 1); kk++; }
+            for (; kk < end; kk++) h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, 0);
             if (in_trip == kb) {
                 h_close(MR, NV, acc, rh, have_r);
                 have_r = closed = 1;
@@ -883,23 +884,33 @@ SIMD512H_INLINE void tile512h(const int MR, const int NV, const int W, const int
 }
 
 #ifndef MRH
-#define MRH 6          /* rows per tile512h tile on the many-rows path (x 16*NVH columns) */
-#endif
-#ifndef NVH
-#define NVH 2
+#define MRH 6          /* rows per tile512h tile on the many-rows path (x 32 columns) */
 #endif
 
-/* the many-rows tiles of one widened slab (rows [0, M), columns [0, nbp)), closing with FP16.
+/* the many-rows tiles of one widened slab (rows [0, M), columns [0, nb)), closing with FP16.
    Full MRH-row tiles with kb in {1, 2, 4, 8} run unrolled trips (tile512h's KBC). */
-SIMD512H_FN static void slab_rows512h(const job_t *j, scratch_t *w, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nbp) {
+SIMD512H_FN static void slab_rows512h(const job_t *j, scratch_t *w, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nb) {
     const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
+    /* columns in strips of 32 (two vectors), and a last strip of 16 where nb needs no more (an
+       item of 48 columns: 32 + 16, not 32 + 32 with half of the FMAs on padding) */
+    const ptrdiff_t n16 = (nb + 15) / 16 * 16, n32 = n16 / 32 * 32;
     const int ag = j->acc_given;
-    for (ptrdiff_t m0 = 0; m0 < M; m0 += MRH) {
-        ptrdiff_t mr = M - m0 < MRH ? M - m0 : MRH;
+    const int small_kb = kb == 1 || kb == 2 || kb == 4 || kb == 8;
+    for (ptrdiff_t m0 = 0, mr; m0 < M; m0 += mr) {
+        ptrdiff_t rem = M - m0;
+        mr = rem < MRH ? rem : MRH;
+        /* a full tile followed by 1-3 rows: two tiles of about half each instead, since a tile of
+           under 4 rows has too few accumulators to keep both FMA pipes busy (M = 32: 6+6+6+6+4+4
+           rows, not 6+6+6+6+6+2); kb in {1, 2, 4, 8} keeps its unrolled full tiles */
+        if (!small_kb && rem > MRH && rem < MRH + 4) mr = rem - rem / 2;
         const float *am = w->a32 + m0 * K;
         float *sm = w->s + m0 * ncp, *rm = w->r + m0 * ncp;
-#define ROWS_H(MR, KBC) for (ptrdiff_t n = 0; n < nbp; n += 16 * NVH) \
-            tile512h(MR, NVH, 0, KBC, am, K, w->slab + n, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag)
+#define ROWS_H(MR, KBC) do { \
+            for (ptrdiff_t n = 0; n < n32; n += 32) \
+                tile512h(MR, 2, 0, KBC, am, K, w->slab + n, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag); \
+            if (n16 > n32) \
+                tile512h(MR, 1, 0, KBC, am, K, w->slab + n32, ncp, sm + n32, rm + n32, ncp, k0, ks, kb, ag); \
+        } while (0)
         if (mr == MRH) {
             switch (kb) {
             case 1: ROWS_H(MRH, 1); break;
@@ -1304,7 +1315,7 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
     widen512(w->slab, ncp, w16, ws16, j->nt, ks, nbp);
 #if SEQMM_FP16
     if (j->fp16 && p16 && a16) {
-        slab_rows512h(j, w, k0, ks, nbp);
+        slab_rows512h(j, w, k0, ks, nb);
         return;
     }
 #endif
@@ -1348,6 +1359,19 @@ SIMD_FN static void convert_a_simd(const job_t *j, scratch_t *w, ptrdiff_t c) {
         for (; k < j->K; k++) dst[k] = _cvtsh_ss(src[k * j->sak]);
     }
     w->cur_c = c;
+}
+
+/* load_r's F16C form (the same values: every f16 converts exactly; a NaN stays a NaN) */
+SIMD_FN static void load_r_simd(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
+    if (!j->acc16) { load_r(j, w, c, n0, nb); return; }
+    for (ptrdiff_t m = 0; m < j->M; m++) {
+        float *rm = w->r + m * j->ncp;
+        const uint16_t *src = (const uint16_t *)j->out + (c * j->M + m) * j->N + n0;
+        ptrdiff_t n = 0;
+        for (; n + 8 <= nb; n += 8) _mm256_storeu_ps(rm + n, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + n))));
+        for (; n < nb; n++) rm[n] = _cvtsh_ss(src[n]);
+        for (; n < j->ncp; n++) rm[n] = 0.f;
+    }
 }
 
 SIMD_FN static void store_out_simd(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
@@ -1440,7 +1464,7 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t nex
         /* steps: one per slab, or one per 16-column panel of an AVX-512 nt slab */
         ahead_start(j, &w->ah, PF_AHEAD ? next : -1, j->simd == 2 && j->nt ? slabs * (nbp / 16) : slabs);
         convert_a_simd(j, w, c);
-        if (j->acc_given) load_r(j, w, c, n0, nb);
+        if (j->acc_given) load_r_simd(j, w, c, n0, nb);
         for (ptrdiff_t k0 = 0; k0 < j->K; k0 += ks) {
             if (!(j->simd == 2 && j->nt)) ahead_step(&w->ah);
             if (j->simd == 2) slab_simd512(j, w, bc, k0, j->K - k0 < ks ? j->K - k0 : ks, n0, nb, nbp);
