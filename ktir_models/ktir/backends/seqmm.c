@@ -88,7 +88,12 @@
 #define KSNN 128       /* k's per slab of nn (b = [K, N]) with M > 2 on the AVX-512 path (32 and 64
                           measured 3-14% slower per prefill call, single and two threads, Zen 4) */
 #endif
-#define KS_MAX (KSNN > 32 ? KSNN : 32)  /* slab buffers' rows */
+#ifndef KSNN_H
+#define KSNN_H 64      /* the same with AVX512-FP16 (the many-rows f16-chain tiles): 128 measured
+                          ~13% slower per prefill call on the Intel dev machine (1 thread, calls
+                          alternated between builds), its 32 KB f32 slab crowding the L1 */
+#endif
+#define KS_MAX (KSNN > 32 ? (KSNN > KSNN_H ? KSNN : KSNN_H) : 32)  /* slab buffers' rows */
 /* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
    (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
 #ifndef NC_NN
@@ -671,6 +676,22 @@ SIMD512_FN static void widen512(float *dst, ptrdiff_t ds, const uint16_t *src, p
             const uint16_t *p = panels ? src + n / 16 * PANEL + PANEL_POS(kk) : src + kk * ss + n;
             _mm512_storeu_ps(dst + kk * ds + n, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
         }
+}
+
+/* widen512 for rows of nb columns (stride ss) read in place, as far as 16-column vectors need:
+   the last vector's columns past nb are read as zeros (masked), never from beyond the row */
+SIMD512_FN static void widen512_cols(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss,
+                                     ptrdiff_t ks, ptrdiff_t nb) {
+    const ptrdiff_t full = nb / 16 * 16;
+    const __mmask16 tail = (__mmask16)((1u << (nb - full)) - 1u);
+    for (ptrdiff_t kk = 0; kk < ks; kk++) {
+        const uint16_t *p = src + kk * ss;
+        float *d = dst + kk * ds;
+        for (ptrdiff_t n = 0; n < full; n += 16)
+            _mm512_storeu_ps(d + n, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + n))));
+        if (tail)
+            _mm512_storeu_ps(d + full, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, p + full)));
+    }
 }
 
 /* tile's 512-bit form: rows [0, MR) x columns [0, 16*NV); weights f32 rows (W = 0), f16 rows
@@ -1274,6 +1295,13 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
     const uint16_t *w16;  /* the slab's weights, f16: panels (nt), or [ks][>= nbp] rows of stride ws16 */
     ptrdiff_t ws16 = ncp;
     prefetch_slab512(j, bc, k0, n0, nb);
+#if SEQMM_FP16
+    if (!j->nt && M > 2 && j->fp16 && p16 && a16) {   /* the tiles read columns [0, nb) only */
+        widen512_cols(w->slab, ncp, bc + k0 * j->sbo + n0, j->sbo, ks, nb);
+        slab_rows512h(j, w, k0, ks, nb);
+        return;
+    }
+#endif
     if (j->nt) {
         slab16_nt512(j, w, bc, k0, ks, n0, nb, nbp);
         w16 = w->slab16;
@@ -1785,7 +1813,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.simd = seqmm_simd_level(force);
     j.fp16 = j.simd == 3;
     if (j.simd > 2) j.simd = 2;
-    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : KSNN) : KS;
+    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : KS;
     j.mp = (M + 15) / 16 * 16;
     /* the m-vector layout computes mp rows: where the padding is over 1/8 of them the n-vector
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */
