@@ -690,20 +690,22 @@ def test_build_goes_to_the_cache_and_is_reused(monkeypatch, tmp_path):
 
 
 @needs_native
-@pytest.mark.parametrize("M", [3, 7, 8, 9, 13, 32])
-def test_kernel_many_rows_row_major_f16_chains(path, M):
-    """Prefill rows over a row-major b = [K, N] with f16 chains (the many-rows tiles): row counts
-    that leave 1-3 rows after a full tile (split into two smaller tiles), item widths with a
-    16-column last strip (48, 80) or a tail inside one (45), trips of small and large kb, with
-    and without a given accumulator, on one and two threads: the definition's bits."""
+@pytest.mark.parametrize("M", [1, 2, 3, 7, 8, 9, 13, 32])
+def test_kernel_row_major_item_widths_and_row_tiles(path, M):
+    """Rows over a row-major b = [K, N], f16 chains and f32 sums: row counts that leave 1-3 rows
+    after a full many-rows tile (split into two smaller tiles), item widths with a 16-column
+    last tile (16, 48, 80: read in place) or a tail inside one (45: copied), trips of small and
+    large kb, with and without a given accumulator, on one and two threads: the definition's
+    bits."""
     rng = np.random.default_rng(12)
-    for N, (trips, kb), with_acc in itertools.product(
-            (16, 45, 48, 80, 64), [(1, 576), (4, 36), (36, 4), (3, 130)], (False, True)):
+    for N, (trips, kb), with_acc, dt in itertools.product(
+            (16, 45, 48, 80, 64), [(1, 576), (4, 36), (36, 4), (3, 130)], (False, True),
+            (F16, F32)):
         a, b = operands(rng, 2, M, N, trips, kb, False)
-        acc = accumulator(rng, 2, M, N, F16) if with_acc else None
+        acc = accumulator(rng, 2, M, N, dt) if with_acc else None
         for threads in (1, 2):
             check(a, b, acc, threads=threads, trips=trips, kb=kb, transpose_b=False,
-                  part_dtype=F16, acc_dtype=F16)
+                  part_dtype=dt, acc_dtype=dt)
 
 
 @needs_native
