@@ -135,7 +135,7 @@
 #endif
 #ifndef STAGE_ALIAS
 #define STAGE_ALIAS 2048  /* bytes: AVX-512 nt rows whose stride is a multiple of this are staged
-                             (0: never; see stage_rows) */
+                             (0: never; nor where cpu_ahead says not; see stage_rows) */
 #endif
 #ifndef STAGE_K
 #define STAGE_K 256    /* k's of each row per staging copy (a multiple of KS512) */
@@ -1449,12 +1449,15 @@ static int cpu_simd_level(void) {
 static int cpu_simd_level(void) { return 0; }
 #endif
 
-/* Whether the software prefetch of each next item pays (ahead_t). Measured on one CPU of each
- * vendor, in decode passes (the kernel's calls timed inside the pass, builds with and without):
- * on AMD Zen 4 one thread streamed 6.5-7 GB/s without it and 9-10 GB/s with it; on an Intel Xeon
- * with AVX512-FP16 (2 MB L2) the calls took 1.3-1.9x longer with it (llama-3.2-1b's down
- * projection 2.25 against 1.18 ms, gate/up 1.64 against 1.26 ms): its hardware prefetchers
- * stream an item's rows alone, and the extra requests only compete with them. */
+/* Whether the kernel's software aids to streaming weights pay: the prefetch of each next item
+ * (ahead_t) and the staging of nt rows a multiple of STAGE_ALIAS apart (stage_rows). Measured on
+ * one CPU of each vendor, in decode passes, builds with and without: on AMD Zen 4 one thread
+ * streamed 6.5-7 GB/s without the prefetch and 9-10 GB/s with it, and the staging made
+ * llama-3.2-1b's nt calls 1.14x faster; on an Intel Xeon with AVX512-FP16 (48 KB L1, 2 MB L2)
+ * the calls took 1.3-1.9x longer with the prefetch (llama-3.2-1b's down projection 2.25 against
+ * 1.18 ms, gate/up 1.64 against 1.26 ms) and granite-3.3-8b's decode (nt weights) 972 ms a pass
+ * with the staging against 810 ms without: its hardware prefetchers stream an item's rows alone
+ * and its L1 holds the aliasing rows, so the extra requests and copies only cost. */
 #if SEQMM_X86
 static int cpu_ahead(void) {
     __builtin_cpu_init();
@@ -1844,7 +1847,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */
     j.mvec = j.fp16 && nt && M >= MVEC_MIN_ROWS && (j.mp - M) * 8 <= j.mp;
 #if STAGE_ALIAS > 0
-    j.stage = nt && j.simd == 2 && !j.mvec && (sbo * 2) % STAGE_ALIAS == 0;
+    j.stage = nt && j.simd == 2 && !j.mvec && (sbo * 2) % STAGE_ALIAS == 0 && cpu_ahead();
 #else
     j.stage = 0;
 #endif
