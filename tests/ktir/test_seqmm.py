@@ -410,9 +410,9 @@ def test_kernel_pool_workers_that_wake_late():
 
 @pytest.fixture
 def warming():
-    """seqmm.set_warming for the test, a fresh call order; on (the default rule) afterwards."""
+    """seqmm.set_warming for the test, a fresh call order; the default rule afterwards."""
     yield seqmm.set_warming
-    seqmm.set_warming(seqmm._DEFAULT_THREADS > 1)
+    seqmm.set_warming(None)
 
 
 @needs_native

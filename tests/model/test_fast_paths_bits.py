@@ -26,7 +26,7 @@ def threads():
     """seqmm.set_threads for the test; the size rule again afterwards."""
     yield seqmm.set_threads
     seqmm.set_threads(None)
-    seqmm.set_warming(seqmm._DEFAULT_THREADS > 1)
+    seqmm.set_warming(None)
 
 
 def passes(program, model, machine, count: int, last_token: bool = False) -> list[np.ndarray]:

@@ -117,7 +117,8 @@
 #endif
 #ifndef PF_AHEAD
 #define PF_AHEAD 1     /* prefetch the next work item's weights in address order (see ahead_t),
-                          on CPUs whose own prefetchers leave that to software (cpu_ahead) */
+                          on CPUs whose own prefetchers leave that to software
+                          (cpu_streaming_aids) */
 #endif
 #ifndef PF_AHEAD_MAX
 #define PF_AHEAD_MAX (1024 * 1024)  /* bytes: a bigger next item is not prefetched. Items over
@@ -135,7 +136,8 @@
 #endif
 #ifndef STAGE_ALIAS
 #define STAGE_ALIAS 2048  /* bytes: AVX-512 nt rows whose stride is a multiple of this are staged
-                             (0: never; nor where cpu_ahead says not; see stage_rows) */
+                             (0: never; nor where cpu_streaming_aids says not; see
+                             stage_rows) */
 #endif
 #ifndef STAGE_K
 #define STAGE_K 256    /* k's of each row per staging copy (a multiple of KS512) */
@@ -222,7 +224,9 @@ typedef struct {
                                                 slab_mvec); then mp = M rounded up to 16 */
     ptrdiff_t mp;
     ptrdiff_t ks;                            /* k's per slab on the SIMD paths (see KSNN) */
-    int ahead;                               /* prefetch each next item (PF_AHEAD, cpu_ahead) */
+    int aids;                                /* the CPU wants software streaming aids
+                                                (cpu_streaming_aids): ahead, stage */
+    int ahead;                               /* prefetch each next item (PF_AHEAD and aids) */
     int stage;                               /* AVX-512 nt: rows are copied into a staging
                                                 buffer before the transposes (see stage_rows) */
     ptrdiff_t nc, ncp, chunks;               /* item width, padded width, items per c */
@@ -670,18 +674,9 @@ SIMD512_FN static void prefetch_slab512(const job_t *j, const uint16_t *bc, ptrd
     }
 }
 
-/* slab32[kk][n] = f32(the f16 weights at k0+kk, column n): from rows (nn, row stride ss) or panels */
-SIMD512_FN static void widen512(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss, int panels,
-                                ptrdiff_t ks, ptrdiff_t nbp) {
-    for (ptrdiff_t kk = 0; kk < ks; kk++)
-        for (ptrdiff_t n = 0; n < nbp; n += 16) {
-            const uint16_t *p = panels ? src + n / 16 * PANEL + PANEL_POS(kk) : src + kk * ss + n;
-            _mm512_storeu_ps(dst + kk * ds + n, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)));
-        }
-}
-
-/* widen512 for rows of nb columns (stride ss) read in place, as far as 16-column vectors need:
-   the last vector's columns past nb are read as zeros (masked), never from beyond the row */
+/* slab32[kk][n] = f32(the f16 weights at k0+kk, column n) from rows of nb columns (row stride ss)
+   read in place, as far as 16-column vectors need: the last vector's columns past nb are read as
+   zeros (masked), never from beyond the row */
 SIMD512_FN static void widen512_cols(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss,
                                      ptrdiff_t ks, ptrdiff_t nb) {
     const ptrdiff_t full = nb / 16 * 16;
@@ -694,6 +689,19 @@ SIMD512_FN static void widen512_cols(float *dst, ptrdiff_t ds, const uint16_t *s
         if (tail)
             _mm512_storeu_ps(d + full, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, p + full)));
     }
+}
+
+/* the same from rows (nn, row stride ss) or panels, nbp columns */
+SIMD512_FN static void widen512(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss, int panels,
+                                ptrdiff_t ks, ptrdiff_t nbp) {
+    if (!panels) {
+        widen512_cols(dst, ds, src, ss, ks, nbp);
+        return;
+    }
+    for (ptrdiff_t kk = 0; kk < ks; kk++)
+        for (ptrdiff_t n = 0; n < nbp; n += 16)
+            _mm512_storeu_ps(dst + kk * ds + n, _mm512_cvtph_ps(_mm256_loadu_si256(
+                (const __m256i *)(src + n / 16 * PANEL + PANEL_POS(kk)))));
 }
 
 /* tile's 512-bit form: rows [0, MR) x columns [0, 16*NV); weights f32 rows (W = 0), f16 rows
@@ -888,7 +896,7 @@ SIMD512H_INLINE void tile512h(const int MR, const int NV, const int W, const int
             ptrdiff_t end = kk + (kb - in_trip < ks - kk ? kb - in_trip : ks - kk);
             int opens = in_trip == 0;   /* the trip's first k: its sum is +0 + a*w (one FMA onto +0) */
             in_trip += end - kk;
-            if (opens && kk < end) { h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, 1); kk++; }
+            if (opens) { h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, 1); kk++; }
             for (; kk < end; kk++) h_step(MR, NV, W, acc, a32, K, k0 + kk, wp, ws, kk, 0);
             if (in_trip == kb) {
                 h_close(MR, NV, acc, rh, have_r);
@@ -1459,12 +1467,17 @@ static int cpu_simd_level(void) { return 0; }
  * with the staging against 810 ms without: its hardware prefetchers stream an item's rows alone
  * and its L1 holds the aliasing rows, so the extra requests and copies only cost. */
 #if SEQMM_X86
-static int cpu_ahead(void) {
-    __builtin_cpu_init();
-    return !__builtin_cpu_is("intel");
+static int cpu_aids_cached = -1;   /* asked once, as cpu_level below */
+
+static int cpu_streaming_aids(void) {
+    if (cpu_aids_cached < 0) {
+        __builtin_cpu_init();
+        cpu_aids_cached = !__builtin_cpu_is("intel");
+    }
+    return cpu_aids_cached;
 }
 #else
-static int cpu_ahead(void) { return 1; }
+static int cpu_streaming_aids(void) { return 1; }
 #endif
 
 /* CPUID traps to the hypervisor in a VM (microseconds): ask once. A race between two first
@@ -1839,7 +1852,8 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     j.nt = nt; j.part16 = part16; j.acc16 = acc16; j.acc_given = acc_given;
     j.simd = seqmm_simd_level(force);
     j.fp16 = j.simd == 3;
-    j.ahead = PF_AHEAD && cpu_ahead();
+    j.aids = cpu_streaming_aids();
+    j.ahead = PF_AHEAD && j.aids;
     if (j.simd > 2) j.simd = 2;
     j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : KS;
     j.mp = (M + 15) / 16 * 16;
@@ -1847,7 +1861,7 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */
     j.mvec = j.fp16 && nt && M >= MVEC_MIN_ROWS && (j.mp - M) * 8 <= j.mp;
 #if STAGE_ALIAS > 0
-    j.stage = nt && j.simd == 2 && !j.mvec && (sbo * 2) % STAGE_ALIAS == 0 && cpu_ahead();
+    j.stage = nt && j.simd == 2 && !j.mvec && (sbo * 2) % STAGE_ALIAS == 0 && j.aids;
 #else
     j.stage = 0;
 #endif

@@ -381,12 +381,12 @@ def _warm_shape(C: int, N: int, K: int, nt: bool, sb: tuple) -> tuple:
     return cs, 2 * sb[0], rows, 2 * sb[1], seg
 
 
-def set_warming(on: bool) -> None:
-    """Whether calls warm the next call's weights (:class:`_Order`; on by default where the CPU
-    has two cores). The results are the same bits either way."""
-    if not isinstance(on, bool):
-        raise ValueError(f"seqmm.set_warming: expected a bool, got {on!r}")
-    _Order.on = on
+def set_warming(on: bool | None) -> None:
+    """Whether calls warm the next call's weights (:class:`_Order`); None: the default rule, on
+    where the CPU has two cores. The results are the same bits either way."""
+    if on is not None and not isinstance(on, bool):
+        raise ValueError(f"seqmm.set_warming: expected a bool or None, got {on!r}")
+    _Order.on = _DEFAULT_THREADS > 1 if on is None else on
     _Order.after.clear()
     _Order.last = 0
 
