@@ -561,7 +561,8 @@ def test_kernel_items_too_big_to_prefetch_ahead(path):
 def test_kernel_rows_a_power_of_two_apart(path, M):
     """nt weights whose rows are a multiple of 2 KB apart (K = 1024, 2048, 8192; the lm_head's
     first half of K at a 4 KB stride) are copied into a staging buffer before the AVX-512
-    transposes. Every such shape, with a K that ends inside a staging block and inside a slab,
+    transposes where the CPU wants streaming aids, and cut into items of 16 rows (the last one
+    a 16-row panel with a tail) with M <= 2 where it does not. Every such shape, with a K that ends inside a staging block and inside a slab,
     column tails inside a panel, and trips that cross the blocks, gives the reference's bits."""
     rng = np.random.default_rng(16 + M)
     for (C, N, trips, kb) in ((3, 70, 1, 1024), (2, 33, 2, 1024), (1, 130, 8, 256), (2, 17, 1, 2048)):
