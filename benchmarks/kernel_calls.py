@@ -83,7 +83,7 @@ def operands(signature, count: int, rng) -> list:
         b = (rng.standard_normal(b_len) * 0.05).astype(np.float16)
         out = np.zeros(C * M * N, np.float16 if acc16 else np.float32)
         packed = array.array("q", (a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, *rest,
-                                          0, 0, 0, 0, 0, 0))  # no warming
+                                          0, 0, 0, 0, 0, 0, 1, 0, 0))  # no warming, plain output
         made.append((a, b, out, packed))
     return made
 

@@ -728,3 +728,34 @@ def test_kernel_many_rows_every_part_and_acc_dtype(path, M):
     a, b = operands(rng, 3, M, 70, 1, 160, True)
     acc = accumulator(rng, 3, M, 70, F32)
     check(a[:1], b, acc, trips=1, kb=160, transpose_b=True, part_dtype=F32, acc_dtype=F32)
+
+
+@needs_native
+@pytest.mark.parametrize("M", [1, 2, 32])
+def test_kernel_grouped_output_and_acc_in_place(path, M):
+    """``groups``: the C items' results side by side in C // groups outputs, the acc read where
+    it lies (shared by every output, or one per output), the same bits as the ungrouped call
+    with the same values moved into its layout; every dtype pair, nn and nt, both thread
+    counts, item widths that are and are not a multiple of 16."""
+    rng = np.random.default_rng(40 + M)
+    for (Cg, G, N, trips, kb, nt) in ((3, 4, 64, 2, 40, False), (2, 3, 48, 1, 96, True),
+                                      (1, 5, 20, 3, 8, False), (4, 2, 16, 1, 1100, True)):
+        C = Cg * G
+        a, b = operands(rng, C, M, N, trips, kb, nt)
+        a = np.broadcast_to(a[:1], a.shape)  # the blocked weights' shared rows
+        for part, acc_t, shared in itertools.product((F16, F32), (F16, F32), (None, True, False)):
+            kw = dict(trips=trips, kb=kb, transpose_b=nt, part_dtype=part, acc_dtype=acc_t)
+            total = None
+            if shared is not None:
+                total = accumulator(rng, 1 if shared else Cg, M, G * N, acc_t)
+            plain_acc = None if total is None else np.ascontiguousarray(
+                np.broadcast_to(total, (Cg, M, G * N)).reshape(Cg, M, G, N)
+                .transpose(0, 2, 1, 3).reshape(C, M, N))
+            want = seqmm.kloop_reference(a, b, plain_acc, **kw)
+            want = np.ascontiguousarray(want.reshape(Cg, G, M, N).transpose(0, 2, 1, 3)
+                                        .reshape(Cg, M, G * N))
+            for threads in (1, 2):
+                got = seqmm.kloop(a, b, total, threads=threads, groups=G, **kw)
+                assert_same_bits(got, want)
+    with pytest.raises(ValueError, match="does not divide"):
+        seqmm.kloop(a, b, None, groups=5, **kw)

@@ -231,7 +231,14 @@ void seqmm_h2f(const uint16_t *x, float *y, ptrdiff_t n) { for (ptrdiff_t i = 0;
 typedef struct {
     const uint16_t *a; ptrdiff_t sac, sam, sak;
     const uint16_t *b; ptrdiff_t sbc, sbo;   /* nn: b[c*sbc + k*sbo + n]; nt: b[c*sbc + n*sbo + k] */
-    void *out;                               /* [C, M, N] contiguous, f16 or f32 */
+    void *out;                               /* [C / groups, M, groups * N] contiguous, f16 or
+                                                f32: item c's N columns start at column
+                                                (c % groups) * N of output c / groups (out_at) */
+    const void *acc;                         /* the given acc, laid out as out (acc_at), its
+                                                [M, groups * N] blocks acc_cs elements apart
+                                                (0: one for all); out itself where the caller
+                                                copied it there */
+    ptrdiff_t groups, ostride, acc_cs;       /* ostride = groups * N: a row of out (and acc) */
     ptrdiff_t C, M, N, K, trips, kb;
     int nt, part16, acc16, acc_given, simd;  /* simd: 0 portable, 1 AVX2, 2 AVX-512 */
     int fp16;                                /* AVX-512 with AVX512-FP16: f16 chains close natively */
@@ -251,6 +258,14 @@ typedef struct {
     ptrdiff_t *claimed;                      /* items handed out so far (atomic; see run_part) */
     ptrdiff_t *finished;                     /* items run so far (atomic) */
 } job_t;
+
+/* element offsets of row m of item c's columns in out and in the given acc */
+static inline ptrdiff_t out_at(const job_t *j, ptrdiff_t c, ptrdiff_t m) {
+    return (c / j->groups * j->M + m) * j->ostride + c % j->groups * j->N;
+}
+static inline ptrdiff_t acc_at(const job_t *j, ptrdiff_t c, ptrdiff_t m) {
+    return c / j->groups * j->acc_cs + m * j->ostride + c % j->groups * j->N;
+}
 
 /* An item's weights as rows of seg bytes, stride bytes apart: nt, its nb rows of b (K values
    each); nn, the K rows' runs of nb columns. */
@@ -323,13 +338,13 @@ static void convert_a(const job_t *j, scratch_t *w, ptrdiff_t c) {
     w->cur_c = c;
 }
 
-/* r from the given acc (out holds it), pad columns zero */
+/* r from the given acc, pad columns zero */
 static void load_r(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
     for (ptrdiff_t m = 0; m < j->M; m++) {
         float *rm = w->r + m * j->ncp;
-        ptrdiff_t base = (c * j->M + m) * j->N + n0;
+        ptrdiff_t base = acc_at(j, c, m) + n0;
         for (ptrdiff_t n = 0; n < nb; n++)
-            rm[n] = j->acc16 ? h2f(((const uint16_t *)j->out)[base + n]) : ((const float *)j->out)[base + n];
+            rm[n] = j->acc16 ? h2f(((const uint16_t *)j->acc)[base + n]) : ((const float *)j->acc)[base + n];
         for (ptrdiff_t n = nb; n < j->ncp; n++) rm[n] = 0.f;
     }
 }
@@ -337,7 +352,7 @@ static void load_r(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrd
 static void store_out(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
     for (ptrdiff_t m = 0; m < j->M; m++) {
         const float *rm = w->r + m * j->ncp;
-        ptrdiff_t base = (c * j->M + m) * j->N + n0;
+        ptrdiff_t base = out_at(j, c, m) + n0;
         for (ptrdiff_t n = 0; n < nb; n++) {
             if (j->acc16) ((uint16_t *)j->out)[base + n] = f2h(rm[n]);
             else ((float *)j->out)[base + n] = rm[n];
@@ -1063,16 +1078,16 @@ SIMD512H_INLINE void transpose16x16_epi16(__m256i x[16]) {
     }
 }
 
-/* r[n][m] = f32(acc[c, m, n0 + n]) from the given f16 acc (out holds it), 16 x 16 blocks at a time */
+/* r[n][m] = f32(acc[c, m, n0 + n]) from the given f16 acc, 16 x 16 blocks at a time */
 SIMD512H_FN static void load_r_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
-    const ptrdiff_t mp = j->mp, M = j->M, N = j->N;
+    const ptrdiff_t mp = j->mp, M = j->M, N = j->ostride;   /* N: the row stride here */
     if (!j->acc16) {   /* f32: M * nb values, next to M * nb * K multiply-adds */
-        const float *acc32 = (const float *)j->out + c * M * N + n0;
+        const float *acc32 = (const float *)j->acc + acc_at(j, c, 0) + n0;
         for (ptrdiff_t n = 0; n < nb; n++)
             for (ptrdiff_t m = 0; m < M; m++) w->r[n * mp + m] = acc32[m * N + n];
         return;
     }
-    const uint16_t *acc = (const uint16_t *)j->out + c * M * N + n0;
+    const uint16_t *acc = (const uint16_t *)j->acc + acc_at(j, c, 0) + n0;
     ptrdiff_t n = 0;
     for (; n + 16 <= nb; n += 16)
         for (ptrdiff_t m0 = 0; m0 < M; m0 += 16) {
@@ -1088,14 +1103,14 @@ SIMD512H_FN static void load_r_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, p
 
 /* out[c, m, n0 + n] = f16(r[n][m]) (exact: r holds f16 values), 16 x 16 blocks at a time */
 SIMD512H_FN static void store_out_mvec(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdiff_t n0, ptrdiff_t nb) {
-    const ptrdiff_t mp = j->mp, M = j->M, N = j->N;
+    const ptrdiff_t mp = j->mp, M = j->M, N = j->ostride;   /* N: the row stride here */
     if (!j->acc16) {
-        float *out32 = (float *)j->out + c * M * N + n0;
+        float *out32 = (float *)j->out + out_at(j, c, 0) + n0;
         for (ptrdiff_t m = 0; m < M; m++)
             for (ptrdiff_t n = 0; n < nb; n++) out32[m * N + n] = w->r[n * mp + m];
         return;
     }
-    uint16_t *out = (uint16_t *)j->out + c * M * N + n0;
+    uint16_t *out = (uint16_t *)j->out + out_at(j, c, 0) + n0;
     ptrdiff_t n = 0;
     for (; n + 16 <= nb; n += 16)
         for (ptrdiff_t m0 = 0; m0 < M; m0 += 16) {
@@ -1448,7 +1463,7 @@ SIMD_FN static void load_r_simd(const job_t *j, scratch_t *w, ptrdiff_t c, ptrdi
     if (!j->acc16) { load_r(j, w, c, n0, nb); return; }
     for (ptrdiff_t m = 0; m < j->M; m++) {
         float *rm = w->r + m * j->ncp;
-        const uint16_t *src = (const uint16_t *)j->out + (c * j->M + m) * j->N + n0;
+        const uint16_t *src = (const uint16_t *)j->acc + acc_at(j, c, m) + n0;
         ptrdiff_t n = 0;
         for (; n + 8 <= nb; n += 8) _mm256_storeu_ps(rm + n, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + n))));
         for (; n < nb; n++) rm[n] = _cvtsh_ss(src[n]);
@@ -1460,7 +1475,7 @@ SIMD_FN static void store_out_simd(const job_t *j, scratch_t *w, ptrdiff_t c, pt
     if (!j->acc16) { store_out(j, w, c, n0, nb); return; }
     for (ptrdiff_t m = 0; m < j->M; m++) {
         const float *rm = w->r + m * j->ncp;
-        uint16_t *dst = (uint16_t *)j->out + (c * j->M + m) * j->N + n0;
+        uint16_t *dst = (uint16_t *)j->out + out_at(j, c, m) + n0;
         ptrdiff_t n = 0;
         for (; n + 8 <= nb; n += 8)
             _mm_storeu_si128((__m128i *)(dst + n), _mm256_cvtps_ph(_mm256_loadu_ps(rm + n), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
@@ -1875,12 +1890,19 @@ static void spawn_run(part_t *parts, int n) {
     }
 }
 
-int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
-                const uint16_t *b, ptrdiff_t sbc, ptrdiff_t sbo, void *out,
-                ptrdiff_t C, ptrdiff_t M, ptrdiff_t N, ptrdiff_t trips, ptrdiff_t kb,
-                int nt, int part16, int acc16, int acc_given, int threads, int force) {
+/* seqmm_kloop with the output in groups (see job_t.out; groups 1: [C, M, N]) and the given acc
+   read from acc (NULL: out holds it; acc_cs: see job_t.acc) */
+static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
+                         const uint16_t *b, ptrdiff_t sbc, ptrdiff_t sbo, void *out,
+                         ptrdiff_t C, ptrdiff_t M, ptrdiff_t N, ptrdiff_t trips, ptrdiff_t kb,
+                         int nt, int part16, int acc16, int acc_given, int threads, int force,
+                         ptrdiff_t groups, const void *acc, ptrdiff_t acc_cs) {
     job_t j;
     if (C <= 0 || M <= 0 || N <= 0 || trips <= 0 || kb <= 0) return 0;
+    if (groups < 1 || C % groups != 0) return 1;
+    j.groups = groups; j.ostride = groups * N;
+    j.acc = acc != NULL ? acc : out;
+    j.acc_cs = acc != NULL ? acc_cs : M * j.ostride;
     if (threads < 1) threads = 1;
     if (threads > MAX_THREADS) threads = MAX_THREADS;
     j.a = a; j.sac = sac; j.sam = sam; j.sak = sak;
@@ -1948,16 +1970,26 @@ int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
     return __atomic_load_n(&finished, __ATOMIC_ACQUIRE) == j.items ? 0 : 1;
 }
 
+int seqmm_kloop(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdiff_t sak,
+                const uint16_t *b, ptrdiff_t sbc, ptrdiff_t sbo, void *out,
+                ptrdiff_t C, ptrdiff_t M, ptrdiff_t N, ptrdiff_t trips, ptrdiff_t kb,
+                int nt, int part16, int acc16, int acc_given, int threads, int force) {
+    return kloop_grouped(a, sac, sam, sak, b, sbc, sbo, out, C, M, N, trips, kb, nt, part16, acc16,
+                         acc_given, threads, force, 1, NULL, 0);
+}
+
 /* seqmm_kloop with its 19 arguments packed in one int64 array, in the same order (pointers as
  * integers): one ctypes argument instead of 19 takes ~4 us less per call from Python. Six more
  * name the weights to warm once the call is done (see warm_t: base, cs, cstride, rows, stride,
- * seg; base 0: none). */
+ * seg; base 0: none), and the last three the output's groups (0 or 1: [C, M, N]), the given
+ * acc's address (0: out holds it) and acc_cs (see job_t): 28 in all. */
 int seqmm_kloop_packed(const int64_t *v) {
-    int rc = seqmm_kloop((const uint16_t *)(uintptr_t)v[0], (ptrdiff_t)v[1], (ptrdiff_t)v[2], (ptrdiff_t)v[3],
-                         (const uint16_t *)(uintptr_t)v[4], (ptrdiff_t)v[5], (ptrdiff_t)v[6],
-                         (void *)(uintptr_t)v[7], (ptrdiff_t)v[8], (ptrdiff_t)v[9], (ptrdiff_t)v[10],
-                         (ptrdiff_t)v[11], (ptrdiff_t)v[12], (int)v[13], (int)v[14], (int)v[15],
-                         (int)v[16], (int)v[17], (int)v[18]);
+    int rc = kloop_grouped((const uint16_t *)(uintptr_t)v[0], (ptrdiff_t)v[1], (ptrdiff_t)v[2], (ptrdiff_t)v[3],
+                           (const uint16_t *)(uintptr_t)v[4], (ptrdiff_t)v[5], (ptrdiff_t)v[6],
+                           (void *)(uintptr_t)v[7], (ptrdiff_t)v[8], (ptrdiff_t)v[9], (ptrdiff_t)v[10],
+                           (ptrdiff_t)v[11], (ptrdiff_t)v[12], (int)v[13], (int)v[14], (int)v[15],
+                           (int)v[16], (int)v[17], (int)v[18],
+                           v[25] > 1 ? (ptrdiff_t)v[25] : 1, (const void *)(uintptr_t)v[26], (ptrdiff_t)v[27]);
     if (v[19] != 0 && pthread_mutex_trylock(&pool_call) == 0) {
         warm_t w = {(const char *)(uintptr_t)v[19], (ptrdiff_t)v[20], (ptrdiff_t)v[21],
                     (ptrdiff_t)v[22], (ptrdiff_t)v[23], (ptrdiff_t)v[24]};

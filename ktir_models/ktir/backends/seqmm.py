@@ -51,7 +51,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -323,6 +323,8 @@ class _Call:
     rest: tuple     # C, M, N, trips, kb, nt, part16, acc16, acc given, threads, path cap
     warm: tuple     # b's bytes as seqmm.c's warm_t after its base: cs, cstride, rows, stride,
     #                 seg; () when too few to be worth warming (_WARM_MIN)
+    groups: int = 1  # the output's groups (kloop's ``groups``)
+    acc_cs: int = 0  # groups > 1: the acc's elements between its [M, groups * N] blocks
 
 
 _CALLS: dict = {}  # signature -> _Call, for operands the kernel reads where they lie
@@ -358,14 +360,17 @@ def _warm_args(call: _Call, b_ptr: int) -> tuple:
     return after.get(b_ptr, _NO_WARM)
 
 
-def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    # seqmm_kloop's 19 arguments (and the 6 of the weights to warm after it) packed in one int64
-    # array: ctypes converts one argument instead of 25 (~2.5 us less per call); `args` stays
-    # referenced until the call returns (``x.ctypes.data``: ~1.4 us a pointer, against ~2.3 us
-    # for ``__array_interface__``)
+def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray,
+         acc_ptr: int = 0) -> np.ndarray:
+    # seqmm_kloop's 19 arguments (and the 6 of the weights to warm after it, and the output's
+    # groups, the acc read in place and its block stride) packed in one int64 array: ctypes
+    # converts one argument instead of 28 (~2.5 us less per call); `args` stays referenced until
+    # the call returns (``x.ctypes.data``: ~1.4 us a pointer, against ~2.3 us for
+    # ``__array_interface__``)
     b_ptr = b.ctypes.data
     args = array.array("q", (a.ctypes.data, *call.sa, b_ptr, *call.sb,
-                             out.ctypes.data, *call.rest, *_warm_args(call, b_ptr)))
+                             out.ctypes.data, *call.rest, *_warm_args(call, b_ptr),
+                             call.groups, acc_ptr, call.acc_cs))
     rc = lib.seqmm_kloop_packed(args.buffer_info()[0])
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
@@ -411,7 +416,7 @@ def set_threads(threads: int | None) -> None:
 
 
 def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_dtype,
-          threads: int | None = None) -> np.ndarray:
+          threads: int | None = None, groups: int = 1) -> np.ndarray:
     """The native kernel: same arguments and the same bits as :func:`kloop_reference`.
 
     ``a`` is float16 [C, M, K] (K = trips*kb), ``b`` float16 [C, K, N] (or [C, N, K] with
@@ -420,11 +425,21 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     ``acc`` is None or [C, M, N] (or [1, M, N]) of ``acc_dtype``. Returns a new C-contiguous [C, M, N] array of
     ``acc_dtype``; the inputs are never written. ``threads`` (None: :func:`default_threads`)
     never changes the result: threads split (c, n) ranges, never
-    k. Raises RuntimeError when :func:`available` is False."""
+    k. Raises RuntimeError when :func:`available` is False.
+
+    ``groups`` > 1 (dividing C): the C results side by side in C // groups outputs, item c's N
+    columns at columns (c % groups) * N of output c // groups -- the [C // groups, M, groups * N]
+    array ``kloop(a, b, acc')`` would give reshaped to [C // groups, groups, M, N] and moved to
+    [C // groups, M, groups, N] (a blocked weight's pieces put back together), with acc then
+    None or [1 or C // groups, M, groups * N], read where it lies (its rows made contiguous
+    first where they are not), and the same bits."""
     loaded = _loaded if _loaded is not None else _library()
     lib = loaded.lib
     if lib is None:
         raise RuntimeError(f"seqmm native kernel unavailable: {loaded.reason}")
+    if groups != 1:
+        return _grouped(lib, loaded, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dtype,
+                        threads, groups)
     key = None
     if type(a) is np.ndarray and type(b) is np.ndarray:
         key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, trips, kb, transpose_b,
@@ -438,7 +453,6 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
             return _run(lib, call, a, b, out)
     a = _as_f16("a", a)
     b = _as_f16("b", b)
-    part_dtype = _check_dtype("part_dtype", part_dtype)
     acc_dtype = _check_dtype("acc_dtype", acc_dtype)
     C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
     out = np.empty((C, M, N), dtype=acc_dtype)
@@ -451,6 +465,21 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
         np.copyto(out, acc)
     if out.size == 0:
         return out
+    a, b, call, in_place = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b,
+                                    part_dtype, acc_dtype, threads, acc is not None)
+    if key is not None and in_place:
+        if len(_CALLS) > 4096:
+            _CALLS.clear()
+        _CALLS[key] = call
+    return _run(lib, call, a, b, out)
+
+
+def _prepare(loaded, a, b, shape, trips, kb, transpose_b, part_dtype, acc_dtype, threads,
+             acc_given: bool):
+    """(a, b, call, in_place): the operands as the kernel reads them (copies only where their
+    layout needs one; ``in_place``: neither was copied) and the call's :class:`_Call`."""
+    C, M, N, K = shape
+    part_dtype = _check_dtype("part_dtype", part_dtype)
     in_place = _element_strides(a) is not None  # the kernel reads both where they lie
     if not in_place:
         a = np.ascontiguousarray(a)
@@ -468,9 +497,37 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     threads = max(1, min(int(threads), C * N))
     call = _Call((C, M, N), acc_dtype, sa, sb[:2],
                  (C, M, N, trips, kb, int(nt), int(part_dtype == _F16), int(acc_dtype == _F16),
-                  int(acc is not None), threads, loaded.force), _warm_shape(C, N, K, nt, sb))
-    if key is not None and in_place:
-        if len(_CALLS) > 4096:
-            _CALLS.clear()
-        _CALLS[key] = call
-    return _run(lib, call, a, b, out)
+                  int(acc_given), threads, loaded.force), _warm_shape(C, N, K, nt, sb))
+    return a, b, call, in_place
+
+
+def _grouped(lib, loaded, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dtype, threads,
+             groups) -> np.ndarray:
+    """:func:`kloop` with ``groups`` != 1: the output laid out in groups, the acc read in place."""
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"seqmm: groups must be a positive int, got {groups!r}")
+    a = _as_f16("a", a)
+    b = _as_f16("b", b)
+    acc_dtype = _check_dtype("acc_dtype", acc_dtype)
+    C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
+    if C % groups:
+        raise ValueError(f"seqmm: groups={groups} does not divide the {C} items")
+    Cg, width = C // groups, groups * N
+    acc_cs = 0
+    if acc is not None:
+        acc = np.asarray(acc)
+        if acc.dtype != acc_dtype:
+            raise TypeError(f"seqmm: acc must be {acc_dtype}, got {acc.dtype}")
+        if acc.shape not in ((Cg, M, width), (1, M, width)):
+            raise ValueError(f"seqmm: acc has shape {list(acc.shape)}, expected {[Cg, M, width]}")
+        if acc.shape[0] > 1 and acc.strides[0] == 0:  # the same block for every output
+            acc = acc[:1]
+        acc = np.ascontiguousarray(acc)
+        acc_cs = M * width if acc.shape[0] > 1 else 0
+    out = np.empty((Cg, M, width), dtype=acc_dtype)
+    if out.size == 0:
+        return out
+    a, b, call, _ = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b, part_dtype,
+                             acc_dtype, threads, acc is not None)
+    call = replace(call, out_shape=(Cg, M, width), groups=groups, acc_cs=acc_cs)
+    return _run(lib, call, a, b, out, 0 if acc is None else acc.ctypes.data)

@@ -129,14 +129,10 @@ class BlockedWeight:
         return self._run(rows, A.shape[1], total, kernel)
 
     def _run(self, rows, M: int, total, kernel) -> np.ndarray:
-        boxes, n = self.boxes, self.n
-        G = n // BLOCK
-        acc = None
-        if total is not None:
-            acc = np.broadcast_to(np.asarray(total), (boxes, M, n)).reshape(
-                boxes, M, G, BLOCK).transpose(0, 2, 1, 3).reshape(boxes * G, M, BLOCK)
-        out = kernel(rows, self.data, acc, False).reshape(boxes, G, M, BLOCK)
-        return np.ascontiguousarray(out.transpose(0, 2, 1, 3)).reshape(boxes, M, n)
+        # the kernel puts each box's G blocks side by side itself and reads total where it lies
+        # (its ``groups``): no transposed copies of the output or the accumulator
+        acc = None if total is None else np.broadcast_to(np.asarray(total), (self.boxes, M, self.n))
+        return kernel(rows, self.data, acc, False, groups=self.n // BLOCK)
 
 
 def fastest_form(machine, region, block: np.ndarray, n_axis: int):

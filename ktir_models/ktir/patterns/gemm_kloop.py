@@ -295,9 +295,9 @@ def build_native_kloop(c, op, m: KLoop):
         B = load_view(Tile(env[b_base], b_lo(env), b_ext, None, None, b_ext))
         return A, B, env[init_slot]
 
-    def kernel(A, B, total, transposed):
+    def kernel(A, B, total, transposed, groups=1):
         return kloop(A, B, total, trips=trips, kb=step_k, transpose_b=transposed,
-                     part_dtype=part_dt, acc_dtype=acc_dt)
+                     part_dtype=part_dt, acc_dtype=acc_dt, groups=groups)
 
     def run(A, B, total):
         return kernel(A, B, total, transpose_b)

@@ -58,9 +58,9 @@ def native_matmul_step(ia, ib, iacc, ir, dt, trans, zero_acc, machine=None):
 
     f16 = np.dtype(np.float16)
 
-    def kernel(A, B, acc, transposed):
+    def kernel(A, B, acc, transposed, groups=1):
         return kloop(A, B, acc, trips=1, kb=A.shape[-1], transpose_b=transposed,
-                     part_dtype=np.float32, acc_dtype=dt)
+                     part_dtype=np.float32, acc_dtype=dt, groups=groups)
 
     def step(env):
         A, B = env[ia], env[ib]
