@@ -457,12 +457,7 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
     out = np.empty((C, M, N), dtype=acc_dtype)
     if acc is not None:
-        acc = np.asarray(acc)
-        if acc.dtype != acc_dtype:
-            raise TypeError(f"seqmm: acc must be {acc_dtype}, got {acc.dtype}")
-        if acc.shape not in ((C, M, N), (1, M, N)):
-            raise ValueError(f"seqmm: acc has shape {list(acc.shape)}, expected {[C, M, N]}")
-        np.copyto(out, acc)
+        np.copyto(out, _checked_acc(acc, acc_dtype, (C, M, N)))
     if out.size == 0:
         return out
     a, b, call, in_place = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b,
@@ -472,6 +467,16 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
             _CALLS.clear()
         _CALLS[key] = call
     return _run(lib, call, a, b, out)
+
+
+def _checked_acc(acc, acc_dtype, shape: tuple) -> np.ndarray:
+    """``acc`` as an array of ``acc_dtype`` and ``shape`` (or [1, ...]), else a clear error."""
+    acc = np.asarray(acc)
+    if acc.dtype != acc_dtype:
+        raise TypeError(f"seqmm: acc must be {acc_dtype}, got {acc.dtype}")
+    if acc.shape not in (shape, (1,) + shape[1:]):
+        raise ValueError(f"seqmm: acc has shape {list(acc.shape)}, expected {list(shape)}")
+    return acc
 
 
 def _prepare(loaded, a, b, shape, trips, kb, transpose_b, part_dtype, acc_dtype, threads,
@@ -515,11 +520,7 @@ def _grouped(lib, loaded, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dty
     Cg, width = C // groups, groups * N
     acc_cs = 0
     if acc is not None:
-        acc = np.asarray(acc)
-        if acc.dtype != acc_dtype:
-            raise TypeError(f"seqmm: acc must be {acc_dtype}, got {acc.dtype}")
-        if acc.shape not in ((Cg, M, width), (1, M, width)):
-            raise ValueError(f"seqmm: acc has shape {list(acc.shape)}, expected {[Cg, M, width]}")
+        acc = _checked_acc(acc, acc_dtype, (Cg, M, width))
         if acc.shape[0] > 1 and acc.strides[0] == 0:  # the same block for every output
             acc = acc[:1]
         acc = np.ascontiguousarray(acc)
