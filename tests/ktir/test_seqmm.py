@@ -743,18 +743,21 @@ def test_kernel_grouped_output_and_acc_in_place(path, M):
         C = Cg * G
         a, b = operands(rng, C, M, N, trips, kb, nt)
         a = np.broadcast_to(a[:1], a.shape)  # the blocked weights' shared rows
-        for part, acc_t, shared in itertools.product((F16, F32), (F16, F32), (None, True, False)):
+        for part, acc_t, shared in itertools.product((F16, F32), (F16, F32),
+                                                     (None, "one", "view", "each")):
             kw = dict(trips=trips, kb=kb, transpose_b=nt, part_dtype=part, acc_dtype=acc_t)
             total = None
             if shared is not None:
-                total = accumulator(rng, 1 if shared else Cg, M, G * N, acc_t)
+                total = accumulator(rng, Cg if shared == "each" else 1, M, G * N, acc_t)
+            if shared == "view":  # one block seen by every output (stride 0)
+                total = np.broadcast_to(total, (Cg, M, G * N))
             plain_acc = None if total is None else np.ascontiguousarray(
                 np.broadcast_to(total, (Cg, M, G * N)).reshape(Cg, M, G, N)
                 .transpose(0, 2, 1, 3).reshape(C, M, N))
             want = seqmm.kloop_reference(a, b, plain_acc, **kw)
             want = np.ascontiguousarray(want.reshape(Cg, G, M, N).transpose(0, 2, 1, 3)
                                         .reshape(Cg, M, G * N))
-            for threads in (1, 2):
+            for threads in (1, 2, 2):  # the second call of a signature: its kept form
                 got = seqmm.kloop(a, b, total, threads=threads, groups=G, **kw)
                 assert_same_bits(got, want)
     with pytest.raises(ValueError, match="does not divide"):

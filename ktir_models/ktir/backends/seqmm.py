@@ -437,20 +437,24 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     lib = loaded.lib
     if lib is None:
         raise RuntimeError(f"seqmm native kernel unavailable: {loaded.reason}")
-    if groups != 1:
-        return _grouped(lib, loaded, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dtype,
-                        threads, groups)
     key = None
     if type(a) is np.ndarray and type(b) is np.ndarray:
         key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, trips, kb, transpose_b,
-               part_dtype, acc_dtype, threads, loaded,
-               None if acc is None else (np.shape(acc), getattr(acc, "dtype", None)))
+               part_dtype, acc_dtype, threads, loaded, groups,
+               None if acc is None else (np.shape(acc), getattr(acc, "dtype", None),
+                                         None if groups == 1 else getattr(acc, "strides", None)))
         call = _CALLS.get(key)
         if call is not None:
             out = np.empty(call.out_shape, call.acc_dtype)
+            if call.groups != 1:
+                acc = _acc_in_place(acc)
+                return _run(lib, call, a, b, out, 0 if acc is None else acc.ctypes.data)
             if acc is not None:
                 np.copyto(out, acc)
             return _run(lib, call, a, b, out)
+    if groups != 1:
+        return _grouped(lib, loaded, key, a, b, acc, trips, kb, transpose_b, part_dtype,
+                        acc_dtype, threads, groups)
     a = _as_f16("a", a)
     b = _as_f16("b", b)
     acc_dtype = _check_dtype("acc_dtype", acc_dtype)
@@ -462,11 +466,27 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
         return out
     a, b, call, in_place = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b,
                                     part_dtype, acc_dtype, threads, acc is not None)
+    _keep_call(key, call, in_place)
+    return _run(lib, call, a, b, out)
+
+
+def _keep_call(key, call: _Call, in_place: bool) -> None:
+    """``call`` kept for its signature where the kernel reads the operands where they lie."""
     if key is not None and in_place:
         if len(_CALLS) > 4096:
             _CALLS.clear()
         _CALLS[key] = call
-    return _run(lib, call, a, b, out)
+
+
+def _acc_in_place(acc) -> np.ndarray | None:
+    """A grouped call's acc as the kernel reads it: one block where every output has the same
+    (stride 0), rows contiguous (a copy only where they are not)."""
+    if acc is None:
+        return None
+    acc = np.asarray(acc)
+    if acc.shape[0] > 1 and acc.strides[0] == 0:
+        acc = acc[:1]
+    return np.ascontiguousarray(acc)
 
 
 def _checked_acc(acc, acc_dtype, shape: tuple) -> np.ndarray:
@@ -506,8 +526,8 @@ def _prepare(loaded, a, b, shape, trips, kb, transpose_b, part_dtype, acc_dtype,
     return a, b, call, in_place
 
 
-def _grouped(lib, loaded, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dtype, threads,
-             groups) -> np.ndarray:
+def _grouped(lib, loaded, key, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dtype,
+             threads, groups) -> np.ndarray:
     """:func:`kloop` with ``groups`` != 1: the output laid out in groups, the acc read in place."""
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ValueError(f"seqmm: groups must be a positive int, got {groups!r}")
@@ -520,15 +540,13 @@ def _grouped(lib, loaded, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dty
     Cg, width = C // groups, groups * N
     acc_cs = 0
     if acc is not None:
-        acc = _checked_acc(acc, acc_dtype, (Cg, M, width))
-        if acc.shape[0] > 1 and acc.strides[0] == 0:  # the same block for every output
-            acc = acc[:1]
-        acc = np.ascontiguousarray(acc)
+        acc = _acc_in_place(_checked_acc(acc, acc_dtype, (Cg, M, width)))
         acc_cs = M * width if acc.shape[0] > 1 else 0
     out = np.empty((Cg, M, width), dtype=acc_dtype)
     if out.size == 0:
         return out
-    a, b, call, _ = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b, part_dtype,
-                             acc_dtype, threads, acc is not None)
+    a, b, call, in_place = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b,
+                                    part_dtype, acc_dtype, threads, acc is not None)
     call = replace(call, out_shape=(Cg, M, width), groups=groups, acc_cs=acc_cs)
+    _keep_call(key, call, in_place)
     return _run(lib, call, a, b, out, 0 if acc is None else acc.ctypes.data)
