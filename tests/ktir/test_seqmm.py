@@ -228,7 +228,8 @@ def test_kernel_special_values(path, kind):
     rng = np.random.default_rng(4)
     saw_negzero = False
     for transpose_b, (trips, kb), part, accd, with_acc in itertools.product(
-            (False, True), [(5, 2), (3, 8), (2, 72), (17, 1)], (F16, F32), (F16, F32), (False, True)):
+            (False, True), [(5, 2), (3, 8), (2, 72), (17, 1), (1, 40)], (F16, F32), (F16, F32),
+            (False, True)):
         a, b = operands(rng, 2, 5, 45, trips, kb, transpose_b, kind)
         acc = accumulator(rng, 2, 5, 45, accd, kind) if with_acc else None
         got = check(a, b, acc, trips=trips, kb=kb, transpose_b=transpose_b,

@@ -1422,11 +1422,30 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
         return;
     }
 #endif
+    /* an item whose columns end 16 past a multiple of 32 (N = 48, 80, ...): its last 48 columns
+       in 3-vector tiles, not a last 32-column strip half on padding (measured on the Intel VM,
+       2 threads, smollm2-135m's prefill gate/up call with f32 sums: see docs/performance.md) */
+    const ptrdiff_t n16 = (nb + 15) / 16 * 16;
+    const ptrdiff_t n32 = n16 >= 48 && n16 % 32 == 16 ? n16 - 48 : nbp;
     for (ptrdiff_t m0 = 0; m0 < M; m0 += MR512) {
         ptrdiff_t mr = M - m0 < MR512 ? M - m0 : MR512;
         const float *am = a32 + m0 * K;
         float *sm = s + m0 * ncp, *rm = r + m0 * ncp;
-        for (ptrdiff_t n = 0; n < nbp; n += 32) {
+        if (n32 < nbp) {
+            const float *wn = w->slab + n32;
+            float *s3 = sm + n32, *r3 = rm + n32;
+            switch (mr) {
+            case 8: tile512(8, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 7: tile512(7, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 6: tile512(6, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 5: tile512(5, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 4: tile512(4, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 3: tile512(3, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 2: tile512(2, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            default: tile512(1, 3, 0, am, K, wn, ncp, s3, r3, ncp, k0, ks, kb, ag, p16, a16); break;
+            }
+        }
+        for (ptrdiff_t n = 0; n < n32; n += 32) {
             const float *wn = w->slab + n;
             switch (mr) {
             case 8: tile512(8, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
@@ -1909,6 +1928,10 @@ static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdif
     j.b = b; j.sbc = sbc; j.sbo = sbo; j.out = out;
     j.C = C; j.M = M; j.N = N; j.K = trips * kb; j.trips = trips; j.kb = kb;
     j.nt = nt; j.part16 = part16; j.acc16 = acc16; j.acc_given = acc_given;
+    /* one trip onto no acc: out = acc(part(sum)), and an f16 out rounds an f32 partial exactly as
+       an f16 partial does (f16(f16(x)) = f16(x), NaN, infinity and overflow alike), so the call
+       is an f16 chain and takes the f16-chain tiles (the FP16 path's) */
+    if (trips == 1 && !acc_given && acc16) j.part16 = 1;
     j.simd = seqmm_simd_level(force);
     j.fp16 = j.simd == 3;
     j.aids = cpu_streaming_aids();
