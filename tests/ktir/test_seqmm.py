@@ -196,6 +196,16 @@ def path(request, monkeypatch):
     seqmm._reset()
 
 
+@pytest.fixture(params=["own", "aids", "no-aids"])
+def aids(request, path):
+    """Each CPU's own streaming choices, and both vendors' forced (seqmm.force_streaming_aids:
+    the next-item prefetch, staged nt rows and 32-row nt decode items as on AMD, or 16-row items
+    without them as on Intel), so every machine runs all of them."""
+    seqmm.force_streaming_aids({"own": None, "aids": True, "no-aids": False}[request.param])
+    yield request.param
+    seqmm.force_streaming_aids(None)
+
+
 def check(a, b, acc, threads=None, **kw):
     """kloop == kloop_reference, and kloop leaves its inputs alone."""
     copies = [None if x is None else np.array(x, copy=True) for x in (a, b, acc)]
@@ -483,6 +493,11 @@ def test_kernel_argument_errors():
 
 
 @needs_native
+def test_force_streaming_aids_takes_a_bool_or_none():
+    with pytest.raises(ValueError, match="bool or None"):
+        seqmm.force_streaming_aids(1)
+
+
 def test_path_caps():
     """KTIR_MODELS_NATIVE=portable / avx2 / avx512 cap the path; the default is the best the CPU
     has."""
@@ -546,7 +561,7 @@ def test_kernel_items_claimed_by_threads(path, transpose_b):
 
 
 @needs_native
-def test_kernel_items_too_big_to_prefetch_ahead(path):
+def test_kernel_items_too_big_to_prefetch_ahead(path, aids):
     """Items of 64 rows x 8192 k's (1 MB, llama's down projection per core): the next item is
     not prefetched ahead (it would crowd L2), the result is the same."""
     rng = np.random.default_rng(15)
@@ -559,7 +574,7 @@ def test_kernel_items_too_big_to_prefetch_ahead(path):
 
 @needs_native
 @pytest.mark.parametrize("M", [1, 2, 5])
-def test_kernel_rows_a_power_of_two_apart(path, M):
+def test_kernel_rows_a_power_of_two_apart(path, aids, M):
     """nt weights whose rows are a multiple of 2 KB apart (K = 1024, 2048, 8192; the lm_head's
     first half of K at a 4 KB stride) are copied into a staging buffer before the AVX-512
     transposes where the CPU wants streaming aids, and cut into items of 16 rows (the last one

@@ -1551,6 +1551,15 @@ static int cpu_streaming_aids(void) {
 static int cpu_streaming_aids(void) { return 1; }
 #endif
 
+/* -1: each CPU's own answer (cpu_streaming_aids); 0 or 1: that answer on every CPU, so that the
+   tests run both vendors' item and prefetch choices on any machine (the bits never differ) */
+static int aids_forced = -1;
+
+int seqmm_force_streaming_aids(int v) {
+    aids_forced = v < 0 ? -1 : v != 0;
+    return aids_forced;
+}
+
 /* CPUID traps to the hypervisor in a VM (microseconds): ask once. A race between two first
  * callers only writes the same value twice. */
 static int cpu_level_cached = -1;
@@ -1934,7 +1943,7 @@ static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdif
     if (trips == 1 && !acc_given && acc16) j.part16 = 1;
     j.simd = seqmm_simd_level(force);
     j.fp16 = j.simd == 3;
-    j.aids = cpu_streaming_aids();
+    j.aids = aids_forced >= 0 ? aids_forced : cpu_streaming_aids();
     j.ahead = PF_AHEAD && j.aids;
     if (j.simd > 2) j.simd = 2;
     j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : KS;

@@ -176,6 +176,8 @@ def _load() -> _Loaded:
             packed = lib.seqmm_kloop_packed   # the same call, its arguments in one int64 array
             packed.argtypes = [_P]
             packed.restype = ctypes.c_int
+            lib.seqmm_force_streaming_aids.argtypes = [ctypes.c_int]
+            lib.seqmm_force_streaming_aids.restype = ctypes.c_int
             lib.seqmm_has_simd.argtypes = []
             lib.seqmm_has_simd.restype = ctypes.c_int
             for name in ("seqmm_cvt_h2f", "seqmm_cvt_f2h"):
@@ -394,6 +396,18 @@ def set_warming(on: bool | None) -> None:
     _Order.on = _DEFAULT_THREADS > 1 if on is None else on
     _Order.after.clear()
     _Order.last = 0
+
+
+def force_streaming_aids(on: bool | None) -> None:
+    """For tests: run every call as on a CPU that wants the software streaming aids (True: the
+    next-item prefetch, staged nt rows, 32-row nt decode items, as on AMD) or not (False: as on
+    Intel), whatever this CPU is; None: this CPU's own choice. The results are the same bits
+    either way; only the speed differs."""
+    if on is not None and not isinstance(on, bool):
+        raise ValueError(f"seqmm.force_streaming_aids: expected a bool or None, got {on!r}")
+    loaded = _loaded if _loaded is not None else _library()
+    if loaded.lib is not None:
+        loaded.lib.seqmm_force_streaming_aids(-1 if on is None else int(on))
 
 
 def default_threads(macs: int) -> int:
