@@ -55,11 +55,11 @@ def record_calls(args):
     spent = [0.0]
     run = seqmm._run
 
-    def timed(lib, call, a, b, out):
+    def timed(lib, call, a, b, out, *acc_ptr):
         t = time.perf_counter()
-        res = run(lib, call, a, b, out)
+        res = run(lib, call, a, b, out, *acc_ptr)
         spent[0] += time.perf_counter() - t
-        calls[(call.sa, call.sb, call.rest)] += 1
+        calls[(call.sa, call.sb, call.rest, call.groups)] += 1
         return res
 
     seqmm._run = timed
@@ -72,7 +72,7 @@ def record_calls(args):
 
 def operands(signature, count: int, rng) -> list:
     """``count`` fresh (a, b, out, packed arguments) for one call signature."""
-    sa, sb, rest = signature
+    sa, sb, rest, groups = signature
     C, M, N, trips, kb, nt, _, acc16 = rest[:8]
     K = trips * kb
     a_len = (C - 1) * sa[0] + (M - 1) * sa[1] + (K - 1) * sa[2] + 1
@@ -83,7 +83,8 @@ def operands(signature, count: int, rng) -> list:
         b = (rng.standard_normal(b_len) * 0.05).astype(np.float16)
         out = np.zeros(C * M * N, np.float16 if acc16 else np.float32)
         packed = array.array("q", (a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, *rest,
-                                          0, 0, 0, 0, 0, 0, 1, 0, 0))  # no warming, plain output
+                                          0, 0, 0, 0, 0, 0, groups, 0, 0))  # no warming; a given
+        # acc is read from out (zeros), laid out in the call's groups
         made.append((a, b, out, packed))
     return made
 
@@ -140,7 +141,7 @@ def main() -> int:
           f"{'GMAC/s':>7s}")
     total_bytes = 0
     total = 0.0
-    for (sa, sb, rest), made in groups:
+    for (sa, sb, rest, _), made in groups:
         C, M, N, trips, kb = rest[:5]
         nbytes = 2 * C * N * trips * kb * len(made)
         sec = statistics.median(replay(default, made) for _ in range(args.reps))
