@@ -135,9 +135,9 @@
 #define NT_FEW_ROWS 16  /* nt with M <= 2 on the AVX-512 path of a CPU without the streaming aids
    (cpu_streaming_aids: Intel): items of a multiple of 16 rows, at most NT_FEW_ITEM_MAX bytes.
    Each item row is a stream the core's prefetchers follow (rows of NT_FEW_MIN_ROW bytes or
-   more); measured on the 2-core Intel VM,
-   2 threads, weights over the L3, granite-3.3-8b's decode shapes: 16-row items 23.0-23.2 GB/s
-   against 20.0-20.3 with 32 rows (K = 4096), 27.6 against 26.0 (K = 12800); 128 rows 8-11 */
+   more). Measured on the 2-core Intel VM, 2 threads, weights over the L3, granite-3.3-8b's
+   decode shapes: 16-row items 23.0-23.7 GB/s against 20.0-20.6 with 32 rows (K = 4096), 27.4-27.6
+   against 25.8-26.0 (K = 12800); 128 rows 8-11 */
 #endif
 #ifndef NT_FEW_MIN_ROW
 #define NT_FEW_MIN_ROW 2048  /* bytes: shorter rows keep the 32-row alignment (K = 576: 16-row
@@ -956,7 +956,8 @@ SIMD512H_INLINE void tile512h(const int MR, const int NV, const int W, const int
 SIMD512H_FN static void slab_rows512h(const job_t *j, scratch_t *w, ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nb) {
     const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
     /* columns in strips of 32 (two vectors), and a last strip of 16 where nb needs no more (an
-       item of 48 columns: 32 + 16, not 32 + 32 with half of the FMAs on padding) */
+       item of 48 columns with kb in {1, 2, 4, 8}: 32 + 16, not 32 + 32 with half of the FMAs on
+       padding; other kb: the 3-vector tiles below) */
     const ptrdiff_t n16 = (nb + 15) / 16 * 16;
     const int ag = j->acc_given;
     const int small_kb = kb == 1 || kb == 2 || kb == 4 || kb == 8;
