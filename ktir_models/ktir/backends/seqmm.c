@@ -600,6 +600,10 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
 #define KS512 32       /* k's per slab on the AVX-512 path */
 #define MR512 8        /* rows per micro-kernel tile (8 x 32 columns: 16 accumulators) */
 
+/* whether an item's columns, rounded up to 16, end 16 past a multiple of 32 (48, 80, ...): then
+   the many-rows paths run its last 48 as 3-vector tiles rather than a strip of 16 or of 32 */
+static inline int ends_in_48(ptrdiff_t n16) { return n16 >= 48 && n16 % 32 == 16; }
+
 SIMD512_INLINE __m512 r16z(__m512 x) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -965,7 +969,7 @@ SIMD512H_FN static void slab_rows512h(const job_t *j, scratch_t *w, ptrdiff_t k0
        tiles of MR48 rows x 3 vectors after the row loop below: a 6 x 16 tile has 6 accumulators,
        too few to keep both FMA pipes busy (measured on the Intel VM, 2 threads, smollm2-135m's
        gate/up call [32 x 32] @ [32 x 576 x 48]: 265 -> 252 us, weights from memory 297 -> 276) */
-    const int last48 = !small_kb && n16 >= 48 && n16 % 32 == 16;
+    const int last48 = !small_kb && ends_in_48(n16);
     const ptrdiff_t n32 = last48 ? n16 - 48 : n16 / 32 * 32;
     for (ptrdiff_t m0 = 0, mr; m0 < M; m0 += mr) {
         ptrdiff_t rem = M - m0;
@@ -1427,7 +1431,7 @@ SIMD512_FN static void slab_simd512(const job_t *j, scratch_t *w, const uint16_t
        in 3-vector tiles, not a last 32-column strip half on padding (measured on the Intel VM,
        2 threads, smollm2-135m's prefill gate/up call with f32 sums: see docs/performance.md) */
     const ptrdiff_t n16 = (nb + 15) / 16 * 16;
-    const ptrdiff_t n32 = n16 >= 48 && n16 % 32 == 16 ? n16 - 48 : nbp;
+    const ptrdiff_t n32 = ends_in_48(n16) ? n16 - 48 : nbp;
     for (ptrdiff_t m0 = 0; m0 < M; m0 += MR512) {
         ptrdiff_t mr = M - m0 < MR512 ? M - m0 : MR512;
         const float *am = a32 + m0 * K;

@@ -466,13 +466,13 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
             if acc is not None:
                 np.copyto(out, acc)
             return _run(lib, call, a, b, out)
-    if groups != 1:
-        return _grouped(lib, loaded, key, a, b, acc, trips, kb, transpose_b, part_dtype,
-                        acc_dtype, threads, groups)
     a = _as_f16("a", a)
     b = _as_f16("b", b)
     acc_dtype = _check_dtype("acc_dtype", acc_dtype)
     C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
+    if groups != 1:
+        return _grouped(lib, loaded, key, a, b, acc, (C, M, N, K), trips, kb, transpose_b,
+                        part_dtype, acc_dtype, threads, groups)
     out = np.empty((C, M, N), dtype=acc_dtype)
     if acc is not None:
         np.copyto(out, _checked_acc(acc, acc_dtype, (C, M, N)))
@@ -540,15 +540,13 @@ def _prepare(loaded, a, b, shape, trips, kb, transpose_b, part_dtype, acc_dtype,
     return a, b, call, in_place
 
 
-def _grouped(lib, loaded, key, a, b, acc, trips, kb, transpose_b, part_dtype, acc_dtype,
+def _grouped(lib, loaded, key, a, b, acc, shape, trips, kb, transpose_b, part_dtype, acc_dtype,
              threads, groups) -> np.ndarray:
-    """:func:`kloop` with ``groups`` != 1: the output laid out in groups, the acc read in place."""
+    """:func:`kloop` with ``groups`` != 1 on checked f16 operands of ``shape`` (C, M, N, K): the
+    output laid out in groups, the acc read in place."""
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise ValueError(f"seqmm: groups must be a positive int, got {groups!r}")
-    a = _as_f16("a", a)
-    b = _as_f16("b", b)
-    acc_dtype = _check_dtype("acc_dtype", acc_dtype)
-    C, M, N, K = _shapes(a, b, trips, kb, transpose_b)
+    C, M, N, K = shape
     if C % groups:
         raise ValueError(f"seqmm: groups={groups} does not divide the {C} items")
     Cg, width = C // groups, groups * N
@@ -559,8 +557,8 @@ def _grouped(lib, loaded, key, a, b, acc, trips, kb, transpose_b, part_dtype, ac
     out = np.empty((Cg, M, width), dtype=acc_dtype)
     if out.size == 0:
         return out
-    a, b, call, in_place = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b,
-                                    part_dtype, acc_dtype, threads, acc is not None)
+    a, b, call, in_place = _prepare(loaded, a, b, shape, trips, kb, transpose_b, part_dtype,
+                                    acc_dtype, threads, acc is not None)
     call = replace(call, out_shape=(Cg, M, width), groups=groups, acc_cs=acc_cs)
     _keep_call(key, call, in_place)
     return _run(lib, call, a, b, out, 0 if acc is None else acc.ctypes.data)
