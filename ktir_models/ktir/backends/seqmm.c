@@ -256,7 +256,10 @@ typedef struct {
                                                 NT_FEW_ROWS (then the last item is padded to 16) */
     ptrdiff_t items;                         /* C * chunks */
     ptrdiff_t *claimed;                      /* items handed out so far (atomic; see run_part) */
+    uint64_t *ranges;                        /* RANGES: each part's items, lo | hi << 32 (atomic;
+                                                see claim_item); NULL: one counter, claimed */
     ptrdiff_t *finished;                     /* items run so far (atomic) */
+    int nranges;
 } job_t;
 
 /* element offsets of row m of item c's columns in out and in the given acc */
@@ -1638,17 +1641,52 @@ static void run_item(const job_t *j, scratch_t *w, ptrdiff_t item, ptrdiff_t nex
     store_out(j, w, c, n0, nb);
 }
 
-/* One thread's share of a job. Items are handed out one at a time from the job's counter, so a
- * thread that starts late (a sleeping pool worker takes ~5-25 us to wake in a VM, more when the
- * host is busy) or runs slower simply takes fewer items; which thread runs an item never changes
- * its bits. Each thread claims its next item before running the current one, so that it can
- * prefetch that item's weights while it computes (see ahead_t). */
+/* One thread's share of a job. Items are handed out one at a time, so a thread that starts late
+ * (a sleeping pool worker takes ~5-25 us to wake in a VM, more when the host is busy) or runs
+ * slower simply takes fewer items; which thread runs an item never changes its bits. Each thread
+ * claims its next item before running the current one, so that it can prefetch that item's
+ * weights while it computes (see ahead_t).
+ *
+ * With several threads (RANGES) the items are cut into one contiguous range per part: a part
+ * takes the front item of its own range, and once that is empty the back item of another's.
+ * Consecutive items are consecutive weights where each c's block is contiguous (the blocked
+ * decode weights), so each thread reads one long stream the hardware prefetchers follow across
+ * items, instead of jumping over the other thread's item every time. Measured on the 2-core
+ * Intel VM, 2 threads, weights over the L3, alternating builds: llama-3.2-1b's decode calls
+ * 27.4-28.9 -> 29.9-30.5 GB/s (gate/up, 128 items of 256 KB), 25.6-25.9 -> 26.7-27.1 (q/o),
+ * 18.6-18.7 -> 23.0-23.9 (k/v), 27.5-27.8 -> 29.2-30.0 (lm_head); the part that a late worker
+ * would have run is taken from its back by the others, so the balance is as before. */
 typedef struct {
     const job_t *job;
+    int id;        /* which range the part claims from first (see claim_item) */
 } part_t;
 
-static ptrdiff_t claim_item(const job_t *j) {
-    return __atomic_fetch_add(j->claimed, 1, __ATOMIC_RELAXED);
+#ifndef RANGES
+#define RANGES 1
+#endif
+#define RANGE_LO(w) ((ptrdiff_t)((w) & 0xffffffffu))
+#define RANGE_HI(w) ((ptrdiff_t)((w) >> 32))
+
+/* takes the front item of *r (own) or its back item (stolen); -1 when it is empty */
+static ptrdiff_t range_take(uint64_t *r, int back) {
+    uint64_t w = __atomic_load_n(r, __ATOMIC_RELAXED);
+    while (RANGE_LO(w) < RANGE_HI(w)) {
+        uint64_t next = back ? w - ((uint64_t)1 << 32) : w + 1;
+        if (__atomic_compare_exchange_n(r, &w, next, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            return back ? RANGE_HI(w) - 1 : RANGE_LO(w);
+    }
+    return -1;
+}
+
+static ptrdiff_t claim_item(const job_t *j, int id) {
+    if (!j->ranges) return __atomic_fetch_add(j->claimed, 1, __ATOMIC_RELAXED);
+    ptrdiff_t it = range_take(&j->ranges[id], 0);
+    if (it >= 0) return it;
+    for (int q = 1; q < j->nranges; q++) {
+        it = range_take(&j->ranges[(id + q) % j->nranges], 1);
+        if (it >= 0) return it;
+    }
+    return j->items;
 }
 
 static void *run_part(void *arg) {
@@ -1682,8 +1720,8 @@ static void *run_part(void *arg) {
     ptrdiff_t ran = 0;
     /* else: no scratch, no claims (others run them) */
     if ((j->mvec ? w.at != NULL : w.a32 && w.slab16 && (!j->stage || w.stage)) && w.slab && w.s && w.r)
-        for (ptrdiff_t it = claim_item(j), next; it < j->items; it = next, ran++) {
-            next = claim_item(j);
+        for (ptrdiff_t it = claim_item(j, p->id), next; it < j->items; it = next, ran++) {
+            next = claim_item(j, p->id);
             run_item(j, &w, it, next < j->items ? next : -1);
         }
     __atomic_fetch_add(j->finished, ran, __ATOMIC_RELAXED);
@@ -2000,7 +2038,16 @@ static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdif
     if (threads > j.items) threads = (int)j.items;
 
     part_t parts[MAX_THREADS];
-    for (int i = 0; i < threads; i++) parts[i].job = &j;
+    uint64_t ranges[MAX_THREADS];
+    j.ranges = NULL;
+    j.nranges = 1;
+    if (RANGES && threads > 1 && j.items < 0x7fffffff) {
+        j.ranges = ranges;
+        j.nranges = threads;
+        for (int i = 0; i < threads; i++)
+            ranges[i] = (uint64_t)(j.items * i / threads) | (uint64_t)(j.items * (i + 1) / threads) << 32;
+    }
+    for (int i = 0; i < threads; i++) { parts[i].job = &j; parts[i].id = i; }
     if (threads == 1) run_part(&parts[0]);
     else if (pool_run(parts, threads) != 0) spawn_run(parts, threads);
     /* a thread without scratch takes no items; the others run them all, unless none could */
