@@ -540,9 +540,12 @@ def test_kernel_weight_split_over_cores(path):
 @needs_native
 @pytest.mark.parametrize("transpose_b", [False, True])
 def test_kernel_items_claimed_by_threads(path, transpose_b):
-    """Many work items (several cores, column tails) handed out to 1-4 threads one at a time,
+    """Many work items (several cores, column tails) handed out to 1-8 threads one at a time,
     each thread prefetching the next item it claimed: weight rows with gaps between them (a
-    view of every other row / a column slice), so an item's block is not one contiguous run."""
+    view of every other row / a column slice), so an item's block is not one contiguous run.
+    With several threads each takes the front of its own range of items, then the back of
+    another's: with more threads than this machine's cores some start late and their ranges
+    are taken by the others; every item is run once, whoever runs it."""
     rng = np.random.default_rng(13)
     C, M, N, trips, kb = 5, 1, 300, 3, 40
     K = trips * kb
@@ -556,7 +559,7 @@ def test_kernel_items_claimed_by_threads(path, transpose_b):
         b = store[:, :, 50:50 + N]                 # k rows (N + 100) values apart
     acc = accumulator(rng, C, M, N, F32)
     want = seqmm.kloop_reference(np.broadcast_to(a, (C, M, K)), b, acc, **kw)
-    for threads in (1, 2, 3, 4):
+    for threads in (1, 2, 3, 4, 7, 8):
         assert_same_bits(seqmm.kloop(a, b, acc, threads=threads, **kw), want)
 
 
