@@ -7,7 +7,7 @@
 One process: the program runs three warm-up passes on the numpy back end (the weights and
 inputs as ``forward.py`` binds them, seed 0), then one pass in which every call of the kernel (``seqmm``) is
 timed where it runs and its signature recorded (operand strides, C, M, N, trips, kb, layout,
-dtypes, threads). The calls are then replayed back to back on fresh operands of the same
+dtypes, threads, the output's groups: ``gG`` after a shape). The calls are then replayed back to back on fresh operands of the same
 shapes and strides, each call's weight its own array, so that every weight streams from memory
 as in a pass. Printed: per call signature, the calls, weight MB, the replayed ms and GB/s (and
 GMAC/s), then the pass's kernel ms in place against the replay's: what the surrounding pass
@@ -141,13 +141,14 @@ def main() -> int:
           f"{'GMAC/s':>7s}")
     total_bytes = 0
     total = 0.0
-    for (sa, sb, rest, _), made in groups:
+    for (sa, sb, rest, out_groups), made in groups:
         C, M, N, trips, kb = rest[:5]
         nbytes = 2 * C * N * trips * kb * len(made)
         sec = statistics.median(replay(default, made) for _ in range(args.reps))
         total_bytes += nbytes
         total += sec
-        shape = f"{C} x {M} x {N} x {trips * kb} ({trips} x {kb}){' nt' if rest[5] else ''}"
+        shape = (f"{C} x {M} x {N} x {trips * kb} ({trips} x {kb}){' nt' if rest[5] else ''}"
+                 f"{f' g{out_groups}' if out_groups > 1 else ''}")
         print(f"{shape:34s} {len(made):5d} {nbytes / 1e6:8.1f} {sec * 1e3:8.2f} "
               f"{nbytes / sec / 1e9:7.2f} {nbytes / 2 * M / sec / 1e9:7.1f}")
     print(f"replayed: {total * 1e3:.1f} ms for {total_bytes / 1e6:.0f} MB of weights "

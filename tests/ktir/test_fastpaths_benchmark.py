@@ -159,6 +159,26 @@ def test_kernel_calls_replay_on_tiny_model():
     assert "nostage: same bits as base" in lines
 
 
+def test_kernel_calls_replay_grouped_calls():
+    """The same on a program whose blocked weights make grouped calls (smollm2-135m's emitted
+    prefill, synthetic weights: its lm_head's 64-column blocks written in place, ``groups`` 24):
+    such calls are recorded with their groups and acc pointer, and replayed with them."""
+    from ktir_models.ktir.backends import seqmm
+
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    command = [sys.executable, str(REPO_ROOT / "benchmarks" / "kernel_calls.py"), "smollm2-135m",
+               "--mode", "prefill", "--tokens", "8", "--reps", "1",
+               "--variant", "base=", "--variant", "nostage=-DSTAGE_ALIAS=0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    rows = [line for line in lines if " x " in line and line.split()[0].isdigit()]
+    grouped = [line for line in rows if " g" in line.split(")")[-1]]
+    assert grouped, done.stdout
+    assert "nostage: same bits as base" in lines
+
+
 def test_kernel_calls_bad_model_is_one_line():
     command = [sys.executable, str(REPO_ROOT / "benchmarks" / "kernel_calls.py"), "no-such-model-xyz"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
