@@ -11,7 +11,8 @@
  * and threads only choose WHICH elements are computed together, never the order within one.
  *
  * Structure: the output is cut into work items (c, chunk of columns: wide for nn, narrow for nt);
- * threads claim items one at a time from a shared counter (a late or slow thread takes fewer).
+ * threads claim items one at a time, each from the front of its own contiguous range of them and
+ * then from the back of another's (a late or slow thread takes fewer; see run_part).
  * Per item, K is walked in slabs of KS k's (16; 32 on the AVX-512 path, 128 there for nn with
  * more than two rows, so that a tile keeps its accumulators over 128 k's). The slab's f16
  * weights are read in place (nn) or transposed into an f16 buffer (nt, b = [C, N, K]): AVX2,
