@@ -27,7 +27,9 @@ torch runs with as many intra-op threads as numpy's BLAS (read from ``OPENBLAS_N
 parse + compile seconds, marshal seconds and the peak RSS of the process, both after the emulated
 passes (the emulator's own peak) and at the end (including the float32 transformers model). The
 native pass is also timed with one torch thread (``native_1thread_ms``, ``ratio_1thread``): on a
-machine shared with other jobs torch's two threads can stall each other, see docs/performance.md.
+machine shared with other jobs torch's two threads can stall each other, see docs/performance.md;
+``native_threads_helped`` is False (and a note printed) where the native pass on several threads
+took at least 0.9x its one-thread time.
 ``--alternate`` times the emulated and native passes in turns (after both sides' warm-up), so a
 drift of the machine's speed during the run moves both sides alike (``alternate`` in the JSON).
 
@@ -109,6 +111,20 @@ def floor_figures(weight_bytes: int, bandwidth: float, emulated_ms: float,
     return {"read_bandwidth_gbs": bandwidth / 1e9, "weight_bytes_read": weight_bytes,
             "floor_ms": floor_ms, "emulated_floor_fraction": floor_ms / emulated_ms,
             "native_floor_fraction": floor_ms / native_ms}
+
+
+#: two native threads taking at least this fraction of one thread's time bought nothing
+THREADS_HELPED_BELOW = 0.9
+
+
+def threads_helped(native_ms: float, native_1t_ms: float | None, threads: int) -> bool | None:
+    """Whether the native pass on ``threads`` threads ran clearly faster than on one (under
+    THREADS_HELPED_BELOW of its time); None where there is nothing to compare (one thread, or
+    no one-thread timing). False flags a ratio to read with care: torch's threads stalled on a
+    busy machine, or a pass too small to split (docs/performance.md)."""
+    if threads <= 1 or not native_1t_ms:
+        return None
+    return native_ms < THREADS_HELPED_BELOW * native_1t_ms
 
 
 def resolve_program(spec, program: str | None, mode: str | None, tokens: int | None, past: int) -> Path:
@@ -405,6 +421,7 @@ def main() -> int:
         "ratio": emulated_ms / native_ms,
         "native_1thread_ms": native_1t_ms,
         "ratio_1thread": emulated_ms / native_1t_ms if native_1t_ms else None,
+        "native_threads_helped": threads_helped(native_ms, native_1t_ms, threads),
         "compile_s": compile_s,
         "parse_s": timings.parse,
         "marshal_s": timings.marshal,
@@ -436,6 +453,11 @@ def main() -> int:
     if native_1t_ms is not None:
         print(f"native 1 thr.  {native_1t_ms:9.1f} ms per pass (torch.set_num_threads(1)); "
               f"ratio {figures['ratio_1thread']:.2f}")
+    if figures["native_threads_helped"] is False:
+        print(f"note           the native pass on {threads} threads took "
+              f"{native_ms / native_1t_ms:.2f}x its one-thread time: its other threads bought "
+              f"nothing in this run (stalled on a busy machine, or a pass too small to split); "
+              f"read the ratio with care")
     print(f"bandwidth      {floor['read_bandwidth_gbs']:9.2f} GB/s read (sum over "
           f"{args.bandwidth_mib} MiB, {threads} threads, best of 5)")
     print(f"floor          {floor['floor_ms']:9.2f} ms  ({weight_bytes / 1e6:.1f} MB of f16 "

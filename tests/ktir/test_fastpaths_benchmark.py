@@ -40,6 +40,12 @@ def test_forward_benchmark_on_tiny_model(tmp_path):
     assert figures["native_ms"] == pytest.approx(statistics.median(figures["native_all_ms"]))
     assert figures["ratio"] == pytest.approx(figures["emulated_ms"] / figures["native_ms"])
     assert figures["ratio_1thread"] == pytest.approx(figures["emulated_ms"] / figures["native_1thread_ms"])
+    helped = figures["native_threads_helped"]
+    if figures["threads"] > 1:
+        assert helped is (figures["native_ms"] < 0.9 * figures["native_1thread_ms"])
+        assert ("its other threads bought nothing" in done.stdout) is (not helped)
+    else:
+        assert helped is None
     assert figures["compile_s"] >= figures["parse_s"] > 0
     assert figures["peak_rss_bytes"] >= figures["emulator_peak_rss_bytes"] > 0
     assert figures["logits_finite"] is True
@@ -93,6 +99,22 @@ def test_forward_benchmark_last_token_and_one_kernel_thread(tmp_path):
     agree = figures["agreement"]
     assert agree["rows"] == 1 and agree["top1"] == 1 and agree["max_rel"] < 2**-6
     assert "kernel threads 1" in done.stdout
+
+
+def test_threads_helped_flags_a_native_pass_its_threads_did_not_speed_up():
+    """The rule behind ``native_threads_helped``: two threads under 0.9x of one thread's time
+    helped; at or over it (a stalled thread, a pass too small to split) they did not; nothing to
+    compare with one thread or without a one-thread timing."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    try:
+        from forward import threads_helped
+    finally:
+        sys.path.remove(str(REPO_ROOT / "benchmarks"))
+    assert threads_helped(33.1, 51.5, 2) is True        # a quiet machine: 0.64x
+    assert threads_helped(52.8, 52.5, 2) is False       # the second thread stalled
+    assert threads_helped(46.0, 50.0, 2) is False       # 0.92x: bought nothing
+    assert threads_helped(44.9, 50.0, 4) is True
+    assert threads_helped(33.1, None, 2) is None and threads_helped(33.1, 51.5, 1) is None
 
 
 def test_forward_benchmark_rejects_fewer_than_five_passes():
