@@ -140,6 +140,9 @@
    decode shapes: 16-row items 23.0-23.7 GB/s against 20.0-20.6 with 32 rows (K = 4096), 27.4-27.6
    against 25.8-26.0 (K = 12800); 128 rows 8-11 */
 #endif
+#if NT_FEW_ROWS % 16 != 0
+#error "NT_FEW_ROWS must be a multiple of 16: the nt decode tiles read whole 16-row panels"
+#endif
 #ifndef NT_FEW_MIN_ROW
 #define NT_FEW_MIN_ROW 2048  /* bytes: shorter rows keep the 32-row alignment (K = 576: 16-row
    items 3-10 % slower; K = 1536-8192: 13-41 % faster, same machine) */
