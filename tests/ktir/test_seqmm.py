@@ -492,12 +492,12 @@ def test_kernel_argument_errors():
                     transpose_b=False, part_dtype=F16, acc_dtype=F16)
 
 
-@needs_native
 def test_force_streaming_aids_takes_a_bool_or_none():
     with pytest.raises(ValueError, match="bool or None"):
         seqmm.force_streaming_aids(1)
 
 
+@needs_native
 def test_path_caps():
     """KTIR_MODELS_NATIVE=portable / avx2 / avx512 cap the path; the default is the best the CPU
     has."""
