@@ -123,6 +123,35 @@ def test_a_replayer_faults_as_the_plain_plan_does():
     assert faults[0] == faults[1] and "ktdp.load" in faults[0]
 
 
+def test_run_quiet_is_the_call_inside_the_callers_error_state():
+    """The runner enters np.errstate once a pass and calls each node's ``run_quiet``: the same
+    bytes, the same replay count and the same fault as calling the replay."""
+    m = ktir.Machine()
+    plan = m.compile(program("%i: index, %x: index, %o: index", gather_body()))
+    _, (bi, bx, bo) = _gather(m)
+    args = [bi.address, bx.address, bo.address]
+    for _ in range(WARM):
+        plan.run(args)
+    replay = plan.replayer(args)
+    before = plan.replays
+    with np.errstate(all="ignore"):
+        for row in (2, 6):
+            fresh = RNG.standard_normal((8, 16)).astype(np.float16)
+            bx.write(fresh)
+            bi.write(np.array([[row]], np.int32))
+            replay.run_quiet()
+            np.testing.assert_array_equal(bits(bo.read()[0]), bits(fresh[row]))
+    assert plan.replays == before + 2
+    bi.write(np.array([[12]], np.int32))
+    messages = []
+    for call in (replay, replay.run_quiet):
+        with pytest.raises(ktir.EmulationFault) as info, np.errstate(all="ignore"):
+            call()
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "ktdp.load" in messages[0]
+    assert plan.replays == before + 2  # a fault is no replay
+
+
 def test_replayers_hold_only_in_their_machine_state():
     m = ktir.Machine()
     plan, _, args = _warm_gather(m)
@@ -161,8 +190,11 @@ def test_a_twins_replayer_faults_in_the_twins_names(tmp_path):
     replay = plans[1].replayer(args)
     assert replay is not None
     bi.write(np.array([[12]], np.int32))
+    with pytest.raises(ktir.EmulationFault) as quiet, np.errstate(all="ignore"):
+        replay.run_quiet()
     with pytest.raises(ktir.EmulationFault) as got:
         replay()
+    assert str(quiet.value) == str(got.value)
     with pytest.raises(ktir.EmulationFault) as alone:
         ktir.Machine().compile(ktir.load_module(paths[1]).only_function).run(
             {"i": bi.address, "x1": bx.address, "o": bo.address})

@@ -229,15 +229,15 @@ class Plan:
             senv[s] = v
         return senv
 
-    def replayer(self, args):
-        """A callable that runs this plan on ``args`` as :meth:`run` would now, without its
-        per-run work: the tape a run on ``args`` replays, on a copy of the env such a run starts
-        from, its once-assigned static slots filled in (tape.fold_assignments; the same steps on
-        the same values: the same bytes, the same faults, a rerolled
-        run's fault rerun by :meth:`run` as its strategy does). None where a run on ``args``
-        would not replay a tape yet (no tape for them, a batched form still to be built,
-        checking mode). Valid while :func:`replay_state` of the machine is what it was when the
-        replayer was made; the caller checks that before each use."""
+    def replayer(self, args) -> Replay | None:
+        """A :class:`Replay` that runs this plan on ``args`` as :meth:`run` would now, without
+        its per-run work: the tape a run on ``args`` replays, on a copy of the env such a run
+        starts from, its once-assigned static slots filled in (tape.fold_assignments; the same
+        steps on the same values: the same bytes, the same faults, a rerolled run's fault rerun
+        by :meth:`run` as its strategy does). None where a run on ``args`` would not replay a
+        tape yet (no tape for them, a batched form still to be built, checking mode). Valid
+        while :func:`replay_state` of the machine is what it was when the replayer was made;
+        the caller checks that before each use."""
         machine = self.machine
         if self._tier_from is not None or getattr(machine, "checks", None) is not None:
             return None
@@ -253,20 +253,8 @@ class Plan:
         if tape.key != (kind, tuple(values), machine.hbm.generation):
             return None
         entries, base = fold_assignments(tape.entries, base)
-        run_all = run_steps if kind == "plain" else _run_all
-        rerolled = kind == "rerolled"
-
-        def replay() -> None:
-            try:
-                with np.errstate(all="ignore"):
-                    run_all(entries, base.copy())
-            except EmulationFault:
-                if not rerolled:
-                    raise
-                self.run(args)  # as Rerolled.run: the same bytes again, the fault located
-                return
-            self.replays += 1
-        return replay
+        return Replay(self, args, entries, base, run_steps if kind == "plain" else _run_all,
+                      kind == "rerolled")
 
     def _run_taped(self, kind: str, steps: list, env: list, values: list, run_all, run_one):
         """Run ``steps`` on ``env`` with ``run_all(steps, env)``, or replay this plan's tape for
@@ -301,6 +289,39 @@ class Plan:
                 info = static_info(self.fn, self._c.slots)
             self._static[kind] = info
         return info
+
+
+class Replay:
+    """One plan's run on fixed arguments as its recorded tape (:meth:`Plan.replayer`): the tape's
+    ``entries`` run on a copy of ``base`` by ``run_all`` (run_steps, which locates a fault, for a
+    plain run; a plain loop for the batched ones, whose faults are located by rerunning the
+    plan). Calling it runs it under ``np.errstate(all="ignore")``, as a plan run does;
+    :meth:`run_quiet` leaves that to a caller running many replays in a row."""
+
+    __slots__ = ("plan", "args", "entries", "base", "run_all", "rerolled")
+
+    def __init__(self, plan: Plan, args, entries: list, base: list, run_all, rerolled: bool):
+        self.plan = plan
+        self.args = args
+        self.entries = entries
+        self.base = base
+        self.run_all = run_all
+        self.rerolled = rerolled
+
+    def __call__(self) -> None:
+        with np.errstate(all="ignore"):
+            self.run_quiet()
+
+    def run_quiet(self) -> None:
+        """The replay, inside the caller's ``np.errstate(all="ignore")``."""
+        try:
+            self.run_all(self.entries, self.base.copy())
+        except EmulationFault:
+            if not self.rerolled:
+                raise
+            self.plan.run(self.args)  # as Rerolled.run: the same bytes again, the fault located
+            return
+        self.plan.replays += 1
 
 
 def replay_state(machine) -> tuple:

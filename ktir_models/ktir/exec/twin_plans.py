@@ -59,14 +59,7 @@ class TwinPlan:
         inner = self.fork.replayer({names[k]: v for k, v in args.items()})
         if inner is None:
             return None
-        renaming = self.renaming
-
-        def replay() -> None:
-            try:
-                inner()
-            except (EmulationFault, KtirError) as exc:
-                raise renaming.error(exc) from None
-        return replay
+        return _TwinReplay(inner, self.renaming)
 
     def run(self, args=()):
         seen = self._seen
@@ -118,3 +111,27 @@ def compile_functions(machine, functions, loader: TwinLoader | None = None) -> l
             plans[id(fn)] = plan
         out.append(plan)
     return out
+
+
+class _TwinReplay:
+    """A twin's replay: its fork's :class:`~.plan.Replay`, faults renamed to the twin's
+    function (the same interface: call it, or :meth:`run_quiet` inside the caller's
+    ``np.errstate(all="ignore")``)."""
+
+    __slots__ = ("inner", "renaming")
+
+    def __init__(self, inner, renaming):
+        self.inner = inner
+        self.renaming = renaming
+
+    def __call__(self) -> None:
+        try:
+            self.inner()
+        except (EmulationFault, KtirError) as exc:
+            raise self.renaming.error(exc) from None
+
+    def run_quiet(self) -> None:
+        try:
+            self.inner.run_quiet()
+        except (EmulationFault, KtirError) as exc:
+            raise self.renaming.error(exc) from None
