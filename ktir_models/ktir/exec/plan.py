@@ -291,6 +291,7 @@ class Plan:
         return info
 
 
+@dataclass(slots=True, eq=False)
 class Replay:
     """One plan's run on fixed arguments as its recorded tape (:meth:`Plan.replayer`): the tape's
     ``entries`` run on a copy of ``base`` by ``run_all`` (run_steps, which locates a fault, for a
@@ -298,15 +299,12 @@ class Replay:
     plan). Calling it runs it under ``np.errstate(all="ignore")``, as a plan run does;
     :meth:`run_quiet` leaves that to a caller running many replays in a row."""
 
-    __slots__ = ("plan", "args", "entries", "base", "run_all", "rerolled")
-
-    def __init__(self, plan: Plan, args, entries: list, base: list, run_all, rerolled: bool):
-        self.plan = plan
-        self.args = args
-        self.entries = entries
-        self.base = base
-        self.run_all = run_all
-        self.rerolled = rerolled
+    plan: Plan
+    args: object
+    entries: list
+    base: list
+    run_all: object
+    rerolled: bool
 
     def __call__(self) -> None:
         with np.errstate(all="ignore"):
