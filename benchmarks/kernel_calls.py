@@ -5,13 +5,14 @@
                                       [--variant NAME=-DX=1,-DY=2 ...]
 
 One process: the program runs three warm-up passes on the numpy back end (the weights and
-inputs as ``forward.py`` binds them, seed 0), then one pass in which every call of the kernel (``seqmm``) is
-timed where it runs and its signature recorded (operand strides, C, M, N, trips, kb, layout,
-dtypes, threads, the output's groups: ``gG`` after a shape). The calls are then replayed back to
-back on fresh operands of the same shapes and strides, each call's weight its own array, so that
-every weight streams from memory as in a pass. Printed: per call signature, the calls, weight MB, the replayed ms and GB/s (and
-GMAC/s), then the pass's kernel ms in place against the replay's: what the surrounding pass
-(Python between calls, the weights' real layout, the worker threads' wake-ups) adds.
+inputs as ``forward.py`` binds them, seed 0), then one pass in which every call of the kernel
+(``seqmm``) is timed where it runs and its signature recorded (operand strides, C, M, N, trips,
+kb, layout, dtypes, threads, the output's groups: ``gG`` after a shape). The calls are then
+replayed back to back on fresh operands of the same shapes and strides, each call's weight its
+own array, so that every weight streams from memory as in a pass. Printed: per call signature,
+the calls, weight MB, the replayed ms and GB/s (and GMAC/s), then the pass's kernel ms in place
+against the replay's: what the surrounding pass (Python between calls, the weights' real
+layout, the worker threads' wake-ups) adds.
 
 ``--variant`` builds the kernel's C source again with extra compiler defines (its tunables, e.g.
 ``-DNT_ITEM_MAX=0``; ``base=`` builds it unchanged) into a temporary folder, replays the same

@@ -199,7 +199,8 @@ class Runner:
                             plan.run(self._node_args[i])
                         _synchronize(self.machine.backend)
                     except UserError as exc:
-                        raise UserError(f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
+                        raise UserError(
+                            f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
                     times[i] = time.perf_counter() - t0
                     if nonfinite is None:
                         own = head.out if one_row and i == head.node else None

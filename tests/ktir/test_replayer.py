@@ -56,13 +56,14 @@ def _gather(machine):
 
 
 def _warm_gather(machine):
-    """The gather's plan on ``machine`` after WARM runs, its index buffer and its arguments."""
+    """The gather's plan on ``machine`` after WARM runs, its buffers (index, x, o) and its
+    arguments."""
     plan = machine.compile(program("%i: index, %x: index, %o: index", gather_body()))
-    _, (bi, bx, bo) = _gather(machine)
-    args = [bi.address, bx.address, bo.address]
+    _, bufs = _gather(machine)
+    args = [b.address for b in bufs]
     for _ in range(WARM):
         plan.run(args)
-    return plan, bi, args
+    return plan, bufs, args
 
 
 def test_no_replayer_before_the_plan_replays_then_the_same_bytes_with_fresh_data():
@@ -113,7 +114,7 @@ def test_an_unrolled_loop_keeps_its_trips_assignments():
 def test_a_replayer_faults_as_the_plain_plan_does():
     faults = []
     for tapes in (True, False):
-        plan, bi, args = _warm_gather(ktir.Machine(tapes=tapes))
+        plan, (bi, _, _), args = _warm_gather(ktir.Machine(tapes=tapes))
         replay = plan.replayer(args)
         assert (replay is not None) == tapes
         bi.write(np.array([[12]], np.int32))
@@ -126,12 +127,7 @@ def test_a_replayer_faults_as_the_plain_plan_does():
 def test_run_quiet_is_the_call_inside_the_callers_error_state():
     """The runner enters np.errstate once a pass and calls each node's ``run_quiet``: the same
     bytes, the same replay count and the same fault as calling the replay."""
-    m = ktir.Machine()
-    plan = m.compile(program("%i: index, %x: index, %o: index", gather_body()))
-    _, (bi, bx, bo) = _gather(m)
-    args = [bi.address, bx.address, bo.address]
-    for _ in range(WARM):
-        plan.run(args)
+    plan, (bi, bx, bo), args = _warm_gather(ktir.Machine())
     replay = plan.replayer(args)
     before = plan.replays
     with np.errstate(all="ignore"):
