@@ -56,9 +56,9 @@ def record_calls(args):
     spent = [0.0]
     run = seqmm._run
 
-    def timed(lib, call, a, b, out, *acc_ptr):
+    def timed(loaded, call, a, b, out, *acc_ptr):
         t = time.perf_counter()
-        res = run(lib, call, a, b, out, *acc_ptr)
+        res = run(loaded, call, a, b, out, *acc_ptr)
         spent[0] += time.perf_counter() - t
         calls[(call.sa, call.sb, call.rest, call.groups)] += 1
         return res
@@ -93,9 +93,10 @@ def operands(signature, count: int, rng) -> list:
 def build(defines: list[str], folder: Path, name: str) -> ctypes.CDLL:
     """The kernel library compiled with ``defines`` added to the package's own flags."""
     from ktir_models.ktir.backends import seqmm
+    from ktir_models.ktir.backends.native_build import compilers
 
     target = folder / f"lib-{name}.so"
-    cc = seqmm._compilers()[0]
+    cc = compilers()[0]
     subprocess.run([cc, *seqmm._CFLAGS, *defines, "-o", str(target),
                     *map(str, seqmm._SOURCES), *seqmm._LDFLAGS], check=True)
     lib = ctypes.CDLL(str(target))

@@ -5,7 +5,9 @@ numpy converts float16 element by element (~3-7 ns per element on the developmen
 32 x 49152 f32 -> f16 logits conversion took 8.5 ms); ``f16conv.c``, built into the seqmm
 library, uses the F16C instructions and gives numpy's exact bits for every input, NaN payloads
 included (tests/ktir/test_f16_convert.py checks every f16 value and millions of f32 values
-against numpy). A call costs ~4 us, so arrays below :data:`MIN_ELEMENTS` stay on numpy.
+against numpy). Through ctypes a call costs ~4 us, so there arrays below :data:`MIN_ELEMENTS`
+stay on numpy; where the CPython extension (fastcall.py) is built, the same functions are called
+through it for well under a microsecond and every size goes native (:func:`native_from`).
 
 :func:`convert` returns None when it does not apply (other dtypes, a small array, no native
 library); the caller then converts with numpy.
@@ -26,13 +28,15 @@ MIN_ELEMENTS = 2048  # measured: numpy 6.6 us, native 4.7 us at 2048 elements; 2
 @dataclass(frozen=True)
 class _Native:
     """The library's f16 functions and the path they may run: 0 portable C, 1 F16C, 2 (or 3)
-    also AVX-512 (the binary ops use it)."""
+    also AVX-512 (the binary ops use it); ``ext``: the extension calling the same functions
+    (fastcall.py), or None."""
 
     h2f: object
     f2h: object
     binop: object
     any_nonfinite: object
     simd: int
+    ext: object = None
 
 
 _made: list = [None, None]  # [the seqmm library record it came from, _Native or None]
@@ -46,15 +50,26 @@ def _functions() -> _Native | None:
         simd = 0 if lib is None else int(lib.seqmm_simd_level(loaded.force))
         _made[:] = [loaded, None if lib is None else
                     _Native(lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h, lib.seqmm_f16_binop,
-                            lib.seqmm_f16_any_nonfinite, simd)]
+                            lib.seqmm_f16_any_nonfinite, simd, loaded.ext)]
     return _made[1]
 
 
+def native_from() -> int | None:
+    """The element count from which :func:`convert` takes an f16 <-> f32 conversion natively: 0
+    with the extension, :data:`MIN_ELEMENTS` through ctypes, None without the library. Callers
+    that choose between a native and a numpy formulation (same bits) ask this."""
+    fns = _functions()
+    if fns is None:
+        return None
+    return 0 if fns.ext is not None else MIN_ELEMENTS
+
+
 def convert(x, dtype) -> np.ndarray | None:
-    """``x.astype(dtype)`` for C-contiguous f16 -> f32 and f32 -> f16 arrays of at least
-    MIN_ELEMENTS (a new C-contiguous array, as numpy makes it); None where numpy should do it
-    (other layouts keep numpy's choice of output layout, which later reductions follow)."""
-    if type(x) is not np.ndarray or x.size < MIN_ELEMENTS or not x.flags.c_contiguous:
+    """``x.astype(dtype)`` for C-contiguous f16 -> f32 and f32 -> f16 arrays (of at least
+    MIN_ELEMENTS without the extension): a new C-contiguous array, as numpy makes it; None where
+    numpy should do it (other layouts keep numpy's choice of output layout, which later
+    reductions follow)."""
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
         return None
     src = x.dtype
     if not ((src == F16 and dtype == F32) or (src == F32 and dtype == F16)):
@@ -63,24 +78,33 @@ def convert(x, dtype) -> np.ndarray | None:
     if fns is None:
         return None
     out = np.empty(x.shape, dtype)
+    if fns.ext is not None:
+        fns.ext.convert(x, out)
+        return out
+    if x.size < MIN_ELEMENTS:
+        return None
     fn = fns.h2f if src == F16 else fns.f2h
     fn(x.ctypes.data, out.ctypes.data, x.size, fns.simd)
     return out
 
 
 BINOPS = {"add": 0, "subtract": 1, "multiply": 2, "divide": 3}
-MIN_BINOP = 1024  # elements: from here a native call (~12 us with its checks and pointers) beats
-# numpy's f16 casts (~10 us at 576 elements, ~140-200 us at 18K)
+MIN_BINOP = 1024  # elements: from here a ctypes call (~12 us with its checks and pointers) beats
+# numpy's f16 casts (~10 us at 576 elements, ~140-200 us at 18K); the extension beats them at
+# every size (576 elements: 0.4 us against numpy's 3.1; 20-25 us when an operand broadcasts)
 
 
 def binop(name: str, a, b) -> np.ndarray | None:
-    """``np.<name>(a, b, dtype=float32).astype(float16)`` for two f16 arrays whose broadcast
-    shape has at least MIN_BINOP elements, bit for bit (a NaN with a NaN gives a NaN whose
-    payload may be either's), in one native call on C-contiguous copies where they are not
-    already (an f16 copy costs ~0.3 ns per element, numpy's f16 casts 3-7); None where numpy
-    should do it. ``name``: add, subtract, multiply, divide."""
+    """``np.<name>(a, b, dtype=float32).astype(float16)`` for two f16 arrays (whose broadcast
+    shape has at least MIN_BINOP elements without the extension), bit for bit (a NaN with a NaN
+    gives a NaN whose payload may be either's), in one native call on C-contiguous copies where
+    they are not already (an f16 copy costs ~0.3 ns per element, numpy's f16 casts 3-7); None
+    where numpy should do it. ``name``: add, subtract, multiply, divide."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != F16 or \
             b.dtype != F16:
+        return None
+    fns = _functions()
+    if fns is None:
         return None
     if a.shape != b.shape:
         try:
@@ -88,17 +112,18 @@ def binop(name: str, a, b) -> np.ndarray | None:
         except ValueError:
             return None
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    if a.size < MIN_BINOP:
-        return None
-    fns = _functions()
-    if fns is None:
+    ext = fns.ext
+    if ext is None and a.size < MIN_BINOP:
         return None
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     if not b.flags.c_contiguous:
         b = np.ascontiguousarray(b)
     out = np.empty(a.shape, F16)
-    fns.binop(a.ctypes.data, b.ctypes.data, out.ctypes.data, a.size, BINOPS[name], fns.simd)
+    if ext is not None:
+        ext.binop(a, b, out, BINOPS[name])
+    else:
+        fns.binop(a.ctypes.data, b.ctypes.data, out.ctypes.data, a.size, BINOPS[name], fns.simd)
     return out
 
 

@@ -47,7 +47,6 @@ import ctypes
 import hashlib
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import threading
@@ -57,6 +56,9 @@ from pathlib import Path
 import numpy as np
 
 from ...cache_entries import cache_folder, ensure_entry
+from . import fastcall
+from .native_build import compiler_identity
+from .native_build import compilers as find_compilers
 
 _SOURCE = Path(__file__).with_name("seqmm.c")
 # compiled into the same library: numpy-exact f16 <-> f32 array conversions (f16_convert.py)
@@ -85,29 +87,11 @@ class _Loaded:
     force: int = 0   # the kernel's path cap, read when the library is loaded: 0 the best the CPU
     #                  has, 1 portable C (KTIR_MODELS_NATIVE=portable), 2 at most AVX2 (=avx2),
     #                  3 at most AVX-512 without FP16 (=avx512)
+    ext: object = None  # the fastcall extension set up on this library (fastcall.py), or None
 
 
 _lock = threading.Lock()
 _loaded: _Loaded | None = None
-
-
-def _compilers() -> list[str]:
-    names = [os.environ["CC"]] if os.environ.get("CC") else []
-    names += ["cc", "gcc", "clang"]
-    found = []
-    for name in names:
-        path = shutil.which(name)
-        if path and path not in found:
-            found.append(path)
-    return found
-
-
-def _compiler_identity(cc: str) -> str:
-    try:
-        res = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-        return res.stdout.strip().splitlines()[0] if res.stdout.strip() else cc
-    except (OSError, subprocess.SubprocessError):
-        return cc
 
 
 def _build(cc: str, source: bytes) -> Path:
@@ -120,7 +104,7 @@ def _build(cc: str, source: bytes) -> Path:
     (a truncated shared object faults with SIGBUS when its missing pages are touched)."""
     key = hashlib.sha256()
     for part in (source, " ".join(_CFLAGS + _LDFLAGS).encode(), cc.encode(),
-                 _compiler_identity(cc).encode(), platform.platform().encode(),
+                 compiler_identity(cc).encode(), platform.platform().encode(),
                  platform.machine().encode(), sys.implementation.cache_tag.encode()):
         key.update(part)
         key.update(b"\0")
@@ -162,7 +146,7 @@ def _load() -> _Loaded:
     for path in _SOURCES:
         if not path.exists():
             return _Loaded(None, f"kernel source {path} is missing")
-    compilers = _compilers()
+    compilers = find_compilers()
     if not compilers:
         return _Loaded(None, "no C compiler found ($CC, cc, gcc, clang)")
     source = b"\0".join(path.read_bytes() for path in _SOURCES)
@@ -188,7 +172,8 @@ def _load() -> _Loaded:
             lib.seqmm_f16_binop.restype = ctypes.c_int
             lib.seqmm_f16_any_nonfinite.argtypes = [_P, _I]
             lib.seqmm_f16_any_nonfinite.restype = ctypes.c_int
-            return _Loaded(lib, None, force={"portable": 1, "avx2": 2, "avx512": 3}.get(setting, 0))
+            force = {"portable": 1, "avx2": 2, "avx512": 3}.get(setting, 0)
+            return _Loaded(lib, None, force, fastcall.load(lib, lib.seqmm_simd_level(force)))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
             errors.append(f"{os.path.basename(cc)}: {exc}")
     return _Loaded(None, "could not build the native kernel: " + "; ".join(errors))
@@ -362,18 +347,20 @@ def _warm_args(call: _Call, b_ptr: int) -> tuple:
     return after.get(b_ptr, _NO_WARM)
 
 
-def _run(lib, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray,
+def _run(loaded: _Loaded, call: _Call, a: np.ndarray, b: np.ndarray, out: np.ndarray,
          acc_ptr: int = 0) -> np.ndarray:
     # seqmm_kloop's 19 arguments (and the 6 of the weights to warm after it, and the output's
     # groups, the acc read in place and its block stride) packed in one int64 array: ctypes
     # converts one argument instead of 28 (~2.5 us less per call); `args` stays referenced until
-    # the call returns (``x.ctypes.data``: ~1.4 us a pointer, against ~2.3 us for
-    # ``__array_interface__``)
-    b_ptr = b.ctypes.data
-    args = array.array("q", (a.ctypes.data, *call.sa, b_ptr, *call.sb,
-                             out.ctypes.data, *call.rest, *_warm_args(call, b_ptr),
-                             call.groups, acc_ptr, call.acc_cs))
-    rc = lib.seqmm_kloop_packed(args.buffer_info()[0])
+    # the call returns. The three pointers come from the fastcall extension in one call (~0.3
+    # us; ``x.ctypes.data`` costs ~1.4 us a pointer, ``__array_interface__`` ~2.3 us).
+    if loaded.ext is not None:
+        a_ptr, b_ptr, out_ptr = loaded.ext.pointers(a, b, out)
+    else:
+        a_ptr, b_ptr, out_ptr = a.ctypes.data, b.ctypes.data, out.ctypes.data
+    args = array.array("q", (a_ptr, *call.sa, b_ptr, *call.sb, out_ptr, *call.rest,
+                             *_warm_args(call, b_ptr), call.groups, acc_ptr, call.acc_cs))
+    rc = loaded.lib.seqmm_kloop_packed(args.buffer_info()[0])
     if rc != 0:
         raise MemoryError(f"seqmm native kernel failed (code {rc}): out of memory or threads")
     return out
@@ -462,10 +449,10 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
             out = np.empty(call.out_shape, call.acc_dtype)
             if call.groups != 1:
                 acc = _acc_in_place(acc)
-                return _run(lib, call, a, b, out, 0 if acc is None else acc.ctypes.data)
+                return _run(loaded, call, a, b, out, 0 if acc is None else acc.ctypes.data)
             if acc is not None:
                 np.copyto(out, acc)
-            return _run(lib, call, a, b, out)
+            return _run(loaded, call, a, b, out)
     a = _as_f16("a", a)
     b = _as_f16("b", b)
     acc_dtype = _check_dtype("acc_dtype", acc_dtype)
@@ -481,7 +468,7 @@ def kloop(a, b, acc, *, trips: int, kb: int, transpose_b: bool, part_dtype, acc_
     a, b, call, in_place = _prepare(loaded, a, b, (C, M, N, K), trips, kb, transpose_b,
                                     part_dtype, acc_dtype, threads, acc is not None)
     _keep_call(key, call, in_place)
-    return _run(lib, call, a, b, out)
+    return _run(loaded, call, a, b, out)
 
 
 def _keep_call(key, call: _Call, in_place: bool) -> None:
@@ -561,4 +548,4 @@ def _grouped(lib, loaded, key, a, b, acc, shape, trips, kb, transpose_b, part_dt
                                     acc_dtype, threads, acc is not None)
     call = replace(call, out_shape=(Cg, M, width), groups=groups, acc_cs=acc_cs)
     _keep_call(key, call, in_place)
-    return _run(lib, call, a, b, out, 0 if acc is None else acc.ctypes.data)
+    return _run(loaded, call, a, b, out, 0 if acc is None else acc.ctypes.data)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...ir import registry
 from ...backends.capabilities import caps_of
-from ...backends.f16_convert import MIN_ELEMENTS, convert
+from ...backends.f16_convert import MIN_ELEMENTS, convert, native_from
 from ...exec.execute import run_steps
 from ...ir.nodes import Op, TensorType
 from ...verify.rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
@@ -75,8 +75,8 @@ def widened_rows(x, dims: tuple, acc_t):
     limit). numpy casts f16 element by element (~3 ns each); the native widening is ~10x
     faster."""
     if type(x) is not np.ndarray or x.dtype != F16 or acc_t != F32 or x.ndim == 0 or \
-            tuple(dims) != (x.ndim - 1,) or x.size < MIN_ELEMENTS or \
-            x.shape[-1] > np.getbufsize() or not x.flags.c_contiguous:
+            tuple(dims) != (x.ndim - 1,) or x.shape[-1] > np.getbufsize() or \
+            not x.flags.c_contiguous:
         return None
     return convert(x, F32)
 
@@ -94,10 +94,12 @@ def fast_reduce(kind: str, x, dims: tuple, init, t: TensorType, acc_t, xp=NP):
         combine = {"max": xp.maximum, "min": xp.minimum, "nanmax": xp.fmax, "nanmin": xp.fmin,
                    "and": _and, "or": _or, "xor": _xor}[kind]
         if caps_of(xp).host_arrays and getattr(x, "dtype", None) == F16 and \
-                x.size >= MIN_ELEMENTS and kind in ("max", "min", "nanmax", "nanmin"):
+                kind in ("max", "min", "nanmax", "nanmin"):
             # numpy's float16 max/min loops run ~4x slower than widening (natively) and taking
             # the f32 max/min, which selects the same value (every f16 is exact in f32)
-            x = xp.astype(x, F32)
+            start = native_from()
+            if x.size >= (MIN_ELEMENTS if start is None else start):
+                x = xp.astype(x, F32)
         v = combine(xp.reduce(kind, x, dims), init)
     return coerce(v, t, xp)
 

@@ -1,0 +1,156 @@
+/* A CPython extension module (_ktir_fastcall) that calls into the seqmm library on array
+ * buffers, for the calls too small to pay ctypes' price.
+ *
+ * Why it exists: a ctypes call with three array pointers costs ~4-12 us in Python (each
+ * ``ndarray.ctypes.data`` alone ~0.8-1.4 us), more than numpy spends on a few hundred f16
+ * elements, so small f16 arrays stayed on numpy (~3 us for 576 elements, ~20 us when an operand
+ * broadcasts), and each kernel call paid ~4 us for its pointers. A decode pass runs about a
+ * thousand such operations and a few hundred kernel calls. Here an argument is read through the
+ * buffer protocol (~0.1 us).
+ *
+ * What is computed is defined once, in f16conv.c and seqmm.c: setup() receives the addresses of
+ * the loaded library's functions and the SIMD level it chose; this file only checks sizes and
+ * forwards. binop and convert take C-contiguous buffers; the Python side (f16_convert.py)
+ * checks dtypes and shapes, and a size that does not match raises ValueError here, so no call
+ * can read or write past a buffer. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef int (*binop_fn)(const uint16_t *, const uint16_t *, uint16_t *, Py_ssize_t, int, int);
+typedef void (*cvt_fn)(const void *, void *, Py_ssize_t, int);
+
+static binop_fn binop_p;
+static cvt_fn h2f_p, f2h_p;
+static int simd_level;
+
+static PyObject *setup(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 4) {
+        PyErr_SetString(PyExc_TypeError, "setup(binop, h2f, f2h, simd) takes 4 arguments");
+        return NULL;
+    }
+    void *b = PyLong_AsVoidPtr(args[0]), *w = PyLong_AsVoidPtr(args[1]),
+         *r = PyLong_AsVoidPtr(args[2]);
+    long s = PyLong_AsLong(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (!b || !w || !r) {
+        PyErr_SetString(PyExc_ValueError, "setup: a function address is 0");
+        return NULL;
+    }
+    binop_p = (binop_fn)b;
+    h2f_p = (cvt_fn)w;
+    f2h_p = (cvt_fn)r;
+    simd_level = (int)s;
+    Py_RETURN_NONE;
+}
+
+static int ready(void) {
+    if (binop_p) return 1;
+    PyErr_SetString(PyExc_RuntimeError, "_ktir_fastcall: setup() was not called");
+    return 0;
+}
+
+/* binop(a, b, out, op): out = f16(f32(a) op f32(b)) elementwise, op 0..3 (+ - * /); a, b and
+   out hold the same number of 2-byte elements. */
+static PyObject *binop(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 4) {
+        PyErr_SetString(PyExc_TypeError, "binop(a, b, out, op) takes 4 arguments");
+        return NULL;
+    }
+    if (!ready()) return NULL;
+    long op = PyLong_AsLong(args[3]);
+    if (op == -1 && PyErr_Occurred()) return NULL;
+    if (op < 0 || op > 3) {
+        PyErr_SetString(PyExc_ValueError, "binop: op must be 0..3");
+        return NULL;
+    }
+    Py_buffer a, b, o;
+    if (PyObject_GetBuffer(args[0], &a, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &b, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&a);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &o, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&a);
+        PyBuffer_Release(&b);
+        return NULL;
+    }
+    int ok = a.len == o.len && b.len == o.len && o.len % 2 == 0;
+    if (ok) binop_p(a.buf, b.buf, o.buf, o.len / 2, (int)op, simd_level);
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&o);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "binop: a, b and out must hold as many f16 elements");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* convert(x, out): f16 -> f32 when out holds twice x's bytes, f32 -> f16 when half; the same
+   element count either way. */
+static PyObject *convert(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 2) {
+        PyErr_SetString(PyExc_TypeError, "convert(x, out) takes 2 arguments");
+        return NULL;
+    }
+    if (!ready()) return NULL;
+    Py_buffer x, o;
+    if (PyObject_GetBuffer(args[0], &x, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &o, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&x);
+        return NULL;
+    }
+    int widen = x.itemsize == 2 && o.itemsize == 4 && o.len == 2 * x.len;
+    int narrow = x.itemsize == 4 && o.itemsize == 2 && x.len == 2 * o.len;
+    if (widen) h2f_p(x.buf, o.buf, x.len / 2, simd_level);
+    else if (narrow) f2h_p(x.buf, o.buf, o.len / 2, simd_level);
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&o);
+    if (!widen && !narrow) {
+        PyErr_SetString(PyExc_ValueError,
+                        "convert: expected 2-byte x and 4-byte out (or the reverse), one "
+                        "element each");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* pointers(a, b, c): the addresses of three arrays' first elements, whatever their strides
+   (read-only views and stride-0 broadcasts included), as seqmm's kernel takes them. */
+static PyObject *pointers(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 3) {
+        PyErr_SetString(PyExc_TypeError, "pointers(a, b, c) takes 3 arguments");
+        return NULL;
+    }
+    void *p[3];
+    for (int i = 0; i < 3; i++) {
+        Py_buffer v;
+        if (PyObject_GetBuffer(args[i], &v, PyBUF_STRIDED_RO) < 0) return NULL;
+        p[i] = v.buf;
+        PyBuffer_Release(&v);  /* the caller holds the arrays for as long as it uses these */
+    }
+    return Py_BuildValue("(NNN)", PyLong_FromVoidPtr(p[0]), PyLong_FromVoidPtr(p[1]),
+                         PyLong_FromVoidPtr(p[2]));
+}
+
+static PyMethodDef methods[] = {
+    {"pointers", (PyCFunction)(void (*)(void))pointers, METH_FASTCALL,
+     "pointers(a, b, c): the three arrays' data addresses"},
+    {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
+     "setup(binop, h2f, f2h, simd): the library's function addresses and SIMD level"},
+    {"binop", (PyCFunction)(void (*)(void))binop, METH_FASTCALL,
+     "binop(a, b, out, op): f16 + - * / through f32 into out"},
+    {"convert", (PyCFunction)(void (*)(void))convert, METH_FASTCALL,
+     "convert(x, out): f16 <-> f32, numpy's astype bits"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ktir_fastcall",
+                                    "seqmm's library called on buffers", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__ktir_fastcall(void) { return PyModule_Create(&module); }

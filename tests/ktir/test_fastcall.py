@@ -1,0 +1,146 @@
+"""The fastcall extension (backends/fastcall.py, fastcall.c): built wherever this Python's headers
+and a C compiler are, the same bits as numpy on small arrays (the sizes it exists for: tails of
+every vector width, broadcast operands, 0-d and empty arrays), the kernel's pointers where the
+arrays lie, and a size mismatch refused with an error instead of a read or write past a
+buffer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ktir_models.ktir.backends import f16_convert, fastcall, seqmm
+from ktir_models.ktir.backends.native_build import compilers
+
+RNG = np.random.default_rng(11)
+OPS = ["add", "subtract", "multiply", "divide"]
+
+
+@pytest.fixture
+def ext():
+    seqmm._reset()
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    module = f16_convert._functions().ext
+    if module is None:
+        if fastcall.headers() is not None and compilers():
+            pytest.fail(f"headers and a compiler are here, yet no extension: {fastcall.reason}")
+        pytest.skip(f"the fastcall extension is unavailable: {fastcall.reason}")
+    yield module
+    seqmm._reset()
+
+
+def _f16(shape) -> np.ndarray:
+    x = np.asarray(RNG.standard_normal(shape) * 4, dtype=np.float16)
+    flat = x.reshape(-1)
+    if flat.size > 3:  # specials among ordinary values
+        flat[:3] = [np.inf, -0.0, 6e-8]
+    return x
+
+
+def _numpy(name, a, b) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return getattr(np, name)(a, b, dtype=np.float32).astype(np.float16)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_small_f16_ops_are_numpys(ext, name):
+    for n in (1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 576, 1023):  # below and across vector widths
+        a, b = _f16((n,)), _f16((n,))
+        got = f16_convert.binop(name, a, b)
+        np.testing.assert_array_equal(got.view(np.uint16), _numpy(name, a, b).view(np.uint16))
+    # broadcast operands (an attention row against a [1, d] scale, a per-row scalar), 0-d, empty
+    for x, y in [(_f16((9, 1, 64)), _f16((1, 64))), (_f16((9, 1, 1)), _f16((1, 1))),
+                 (_f16((1, 64)), _f16((9, 1, 64))), (_f16(()), _f16(())),
+                 (_f16((0, 4)), _f16((4,)))]:
+        got = f16_convert.binop(name, x, y)
+        expected = _numpy(name, x, y)
+        assert got.shape == expected.shape and got.dtype == np.float16
+        np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16))
+
+
+def test_small_conversions_are_numpys(ext):
+    for shape in [(), (1,), (7,), (17,), (9, 1, 64), (3, 32), (0,)]:
+        x = _f16(shape)
+        wide = f16_convert.convert(x, np.float32)
+        np.testing.assert_array_equal(wide.view(np.uint32), x.astype(np.float32).view(np.uint32))
+        y = np.asarray(RNG.standard_normal(shape) * 1e4, dtype=np.float32)
+        with np.errstate(all="ignore"):
+            expected = y.astype(np.float16)
+        np.testing.assert_array_equal(f16_convert.convert(y, np.float16).view(np.uint16),
+                                      expected.view(np.uint16))
+    assert f16_convert.native_from() == 0
+
+
+def test_sizes_that_do_not_match_are_refused(ext):
+    a = np.ones(16, np.float16)
+    out = np.full(16, 7, np.float16)
+    with pytest.raises(ValueError, match="as many f16 elements"):
+        ext.binop(a, a[:15], out, 0)
+    with pytest.raises(ValueError, match="as many f16 elements"):
+        ext.binop(a, a, out[:8], 0)
+    with pytest.raises(ValueError, match="0..3"):
+        ext.binop(a, a, out, 4)
+    with pytest.raises((ValueError, BufferError)):
+        ext.binop(a[::2], a[::2], out[:8], 0)  # not contiguous
+    with pytest.raises((ValueError, TypeError)):
+        ext.binop(a, a, np.ones(16, np.float16)[::1].view(np.uint8)[:0], 0)
+    with pytest.raises(ValueError, match="one element each"):
+        ext.convert(a, np.empty(15, np.float32))
+    with pytest.raises(ValueError, match="one element each"):
+        ext.convert(a, np.empty(16, np.float16))
+    assert (out == 7).all()  # nothing was written by a refused call
+    readonly = np.empty(16, np.float16)
+    readonly.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        ext.binop(a, a, readonly, 0)
+
+
+def test_the_switch_leaves_small_arrays_to_numpy(monkeypatch):
+    monkeypatch.setenv("KTIR_MODELS_NATIVE_EXT", "0")
+    seqmm._reset()
+    try:
+        if not seqmm.available():
+            pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+        assert f16_convert._functions().ext is None
+        assert "KTIR_MODELS_NATIVE_EXT=0" in fastcall.reason
+        a = _f16((576,))
+        assert f16_convert.binop("add", a, a) is None
+        assert f16_convert.convert(a, np.float32) is None
+        assert f16_convert.native_from() == f16_convert.MIN_ELEMENTS
+    finally:
+        seqmm._reset()
+
+
+def test_pointers_are_where_the_arrays_lie(ext):
+    """The kernel's data pointers, for the strided, shared and read-only operands it takes."""
+    w = np.zeros((4, 8, 16), np.float16)
+    shared = np.broadcast_to(np.zeros((1, 5), np.float32), (3, 5))  # stride 0, read-only
+    view = w[1:, ::2, 3:]
+    got = ext.pointers(w, view, shared)
+    assert got == (w.ctypes.data, view.ctypes.data, shared.ctypes.data)
+    assert got[1] == w.ctypes.data + (1 * 8 * 16 + 3) * 2
+
+
+def test_kernel_calls_through_the_extension_keep_the_bits(monkeypatch):
+    """One kernel call signature run with its pointers from the extension and from ctypes."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 2, 64)).astype(np.float16)
+    b = rng.standard_normal((3, 48, 64)).astype(np.float16)[:, ::2]  # strided nt weight
+    outs = []
+    for setting in ("1", "0"):
+        monkeypatch.setenv("KTIR_MODELS_NATIVE_EXT", setting)
+        seqmm._reset()
+        seqmm._CALLS.clear()
+        if not seqmm.available():
+            pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+        assert (seqmm._library().ext is None) == (setting == "0") or fastcall.headers() is None
+        for _ in range(2):  # the second call takes the kept signature's fast path
+            outs.append(seqmm.kloop(a, b, None, trips=2, kb=32, transpose_b=True,
+                                    part_dtype=np.float16, acc_dtype=np.float32))
+    seqmm._reset()
+    seqmm._CALLS.clear()
+    expected = seqmm.kloop_reference(a, b, None, trips=2, kb=32, transpose_b=True,
+                                     part_dtype=np.float16, acc_dtype=np.float32)
+    for out in outs:
+        np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
