@@ -144,3 +144,44 @@ def test_kernel_calls_through_the_extension_keep_the_bits(monkeypatch):
                                      part_dtype=np.float16, acc_dtype=np.float32)
     for out in outs:
         np.testing.assert_array_equal(out.view(np.uint32), expected.view(np.uint32))
+
+
+def test_scratchy_layer_keeps_its_bits_through_the_extension(ext):
+    """Layer 0 of the scratchy smollm2-135m decode (norms, RoPE, attention, SiLU: f16 arithmetic
+    on rows of 32-1536 elements, broadcast scales) run three times (plain, batched, taped) with
+    the extension and with ctypes: the same output bits."""
+    import dataclasses
+
+    from conftest import scratchy_program
+    from ktir_models import ktir
+
+    directory, nodes, tensors = scratchy_program("smollm2-135m")
+    with_ext = seqmm._library()
+    without = dataclasses.replace(with_ext, ext=None)
+    rng = np.random.default_rng(7)
+    try:
+        for node in nodes[:16]:
+            fresh = {a["tensor"]: (rng.standard_normal(tensors[a["tensor"]]) * 0.5)
+                     .astype(np.float16) for a in node["args"] if not a["is_output"]}
+            fn = ktir.load_module(directory / node["mlir"]).function(node["fn"])
+            outs = {}
+            for loaded in (with_ext, without):
+                seqmm._loaded = loaded
+                machine = ktir.Machine()
+                addresses, outputs = {}, {}
+                for a in node["args"]:
+                    buf = machine.hbm.allocate(tensors[a["tensor"]], "float16", name=a["name"])
+                    if a["is_output"]:
+                        outputs[a["name"]] = buf
+                    else:
+                        buf.write(fresh[a["tensor"]])
+                    addresses[a["name"]] = buf.address
+                plan = machine.compile(fn)
+                for _ in range(3):
+                    plan.run(addresses)
+                outs[loaded.ext is None] = {k: b.read().view(np.uint16) for k, b in outputs.items()}
+            for name in outs[False]:
+                np.testing.assert_array_equal(outs[False][name], outs[True][name],
+                                              err_msg=f"{node['mlir']} {name}")
+    finally:
+        seqmm._reset()

@@ -72,3 +72,27 @@ def test_n_contiguous_weight_copies_keep_the_bits(program, model):
         assert (used > 0) == (budget is None), used
     for k, (with_copies, without) in enumerate(zip(runs[None], runs[0])):
         np.testing.assert_array_equal(bits(with_copies), bits(without), err_msg=f"pass {k}")
+
+
+@pytest.mark.parametrize("program, model", PROGRAMS)
+def test_the_fastcall_extension_keeps_the_bits(monkeypatch, program, model):
+    """The f16 arithmetic and conversions of every size, and the kernel's pointers, called
+    through the fastcall extension (ktir/backends/fastcall.py) against the same library called
+    through ctypes, small arrays left to numpy: the same logits bits on every pass."""
+    from ktir_models.ktir.backends import fastcall
+
+    runs = {}
+    try:
+        for setting in ("0", "1"):
+            monkeypatch.setenv("KTIR_MODELS_NATIVE_EXT", setting)
+            seqmm._reset()
+            if not seqmm.available():
+                pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+            if setting == "1" and seqmm._library().ext is None:
+                pytest.skip(f"the fastcall extension is unavailable: {fastcall.reason}")
+            assert (seqmm._library().ext is None) == (setting == "0")
+            runs[setting] = passes(program, model, {"native_matmul": True}, 4)
+    finally:
+        seqmm._reset()
+    for k, (on, off) in enumerate(zip(runs["1"], runs["0"])):
+        np.testing.assert_array_equal(bits(on), bits(off), err_msg=f"pass {k}")
