@@ -185,3 +185,36 @@ def test_scratchy_layer_keeps_its_bits_through_the_extension(ext):
                                               err_msg=f"{node['mlir']} {name}")
     finally:
         seqmm._reset()
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_repeated_operands_are_numpys(ext, name):
+    """An operand broadcast by repeating along the other (binop_repeat), on either side, short
+    periods (laid out several times over first) and long ones, tails included."""
+    pairs = [((9, 1, 64), (1, 64)), ((9, 1, 1), (1, 1)), ((288, 1, 32), (1, 32)), ((5, 7), (7,)),
+             ((3, 130), (1, 130)), ((1, 64), (64,)), ((4, 3), ()), ((6, 5, 3), (5, 3)),
+             ((2, 63), (63,)), ((70,), (1,))]
+    for big, small in pairs:
+        x, y = _f16(big), _f16(small)
+        for left, right in ((x, y), (y, x)):
+            got = f16_convert.binop(name, left, right)
+            expected = _numpy(name, left, right)
+            assert got.shape == expected.shape, (left.shape, right.shape)
+            np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16),
+                                          err_msg=f"{left.shape} {right.shape}")
+    # pairs that do not repeat one along the other take the copying path, still numpy's bits
+    for left, right in [(_f16((64, 1)), _f16((1, 64))), (_f16((9, 1, 64)), _f16((9, 64, 1))),
+                        (_f16((3, 64)), _f16((1, 2, 1, 64)))]:
+        np.testing.assert_array_equal(f16_convert.binop(name, left, right).view(np.uint16),
+                                      _numpy(name, left, right).view(np.uint16))
+
+
+def test_repeat_sizes_that_do_not_match_are_refused(ext):
+    big, out = np.ones(10, np.float16), np.full(10, 7, np.float16)
+    with pytest.raises(ValueError, match="whole number of smalls"):
+        ext.binop_repeat(big, np.ones(3, np.float16), out, 0, False)
+    with pytest.raises(ValueError, match="whole number of smalls"):
+        ext.binop_repeat(big, np.ones(5, np.float16), out[:5], 0, False)
+    with pytest.raises(ValueError, match="whole number of smalls"):
+        ext.binop_repeat(big, np.ones(0, np.float16), out, 0, False)
+    assert (out == 7).all()

@@ -106,13 +106,17 @@ def binop(name: str, a, b) -> np.ndarray | None:
     fns = _functions()
     if fns is None:
         return None
+    ext = fns.ext
+    if ext is not None and a.shape != b.shape:
+        repeated = _repeat(ext, name, a, b)
+        if repeated is not None:
+            return repeated
     if a.shape != b.shape:
         try:
             shape = np.broadcast_shapes(a.shape, b.shape)
         except ValueError:
             return None
         a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    ext = fns.ext
     if ext is None and a.size < MIN_BINOP:
         return None
     if not a.flags.c_contiguous:
@@ -124,6 +128,27 @@ def binop(name: str, a, b) -> np.ndarray | None:
         ext.binop(a, b, out, BINOPS[name])
     else:
         fns.binop(a.ctypes.data, b.ctypes.data, out.ctypes.data, a.size, BINOPS[name], fns.simd)
+    return out
+
+
+def _repeat(ext, name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """:func:`binop` of a C-contiguous operand and one that broadcasts to its shape by repeating
+    along it (its shape, leading 1s dropped, a suffix of the other's: a [1, n] scale against
+    [c, 1, n] rows, a [1, 1] value against [c, 1, 1]), without copying the repeated one out:
+    one extension call; None for every other pair."""
+    if a.size >= b.size:
+        big, small, small_left = a, b, False
+    else:
+        big, small, small_left = b, a, True
+    inner = small.shape
+    while inner and inner[0] == 1:
+        inner = inner[1:]
+    # the broadcast shape is big's only when small has no more dims than big
+    if small.ndim > big.ndim or big.shape[big.ndim - len(inner):] != inner or \
+            not big.flags.c_contiguous or not small.flags.c_contiguous or small.size == 0:
+        return None
+    out = np.empty(big.shape, F16)
+    ext.binop_repeat(big, small, out, BINOPS[name], small_left)
     return out
 
 

@@ -89,6 +89,69 @@ static PyObject *binop(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
+/* binop_repeat(big, small, out, op, small_left): out = big op small (small op big when
+   small_left), small's elements repeated along big: the broadcast of a [..., n] operand (its
+   leading dims all 1) against a [..., n]-suffixed one. big and out hold as many elements, a
+   whole number of smalls. A small of fewer than 64 elements is first laid out several times
+   over in a local buffer, so the library's loops still run full vectors. */
+static PyObject *binop_repeat(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "binop_repeat(big, small, out, op, small_left) takes 5 arguments");
+        return NULL;
+    }
+    if (!ready()) return NULL;
+    long op = PyLong_AsLong(args[3]);
+    if (op == -1 && PyErr_Occurred()) return NULL;
+    int small_left = PyObject_IsTrue(args[4]);
+    if (small_left < 0) return NULL;
+    if (op < 0 || op > 3) {
+        PyErr_SetString(PyExc_ValueError, "binop_repeat: op must be 0..3");
+        return NULL;
+    }
+    Py_buffer g, m, o;
+    if (PyObject_GetBuffer(args[0], &g, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &m, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&g);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &o, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&g);
+        PyBuffer_Release(&m);
+        return NULL;
+    }
+    Py_ssize_t total = o.len / 2, period = m.len / 2;
+    int ok = g.len == o.len && o.len % 2 == 0 && m.len % 2 == 0 && period > 0 &&
+             total % period == 0;
+    if (ok) {
+        const uint16_t *big = (const uint16_t *)g.buf, *small = (const uint16_t *)m.buf;
+        uint16_t *out = (uint16_t *)o.buf;
+        uint16_t wide[128];
+        Py_ssize_t step = period;
+        if (period < 64) {  /* whole periods, at least 64 elements */
+            step = period * ((64 + period - 1) / period);
+            for (Py_ssize_t i = 0; i < step; i++) wide[i] = small[i % period];
+            small = wide;
+        }
+        for (Py_ssize_t i = 0; i < total; i += step) {
+            Py_ssize_t len = total - i < step ? total - i : step;
+            if (small_left) binop_p(small, big + i, out + i, len, (int)op, simd_level);
+            else binop_p(big + i, small, out + i, len, (int)op, simd_level);
+        }
+    }
+    PyBuffer_Release(&g);
+    PyBuffer_Release(&m);
+    PyBuffer_Release(&o);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError,
+                        "binop_repeat: big and out must hold as many f16 elements, a whole "
+                        "number of smalls");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* convert(x, out): f16 -> f32 when out holds twice x's bytes, f32 -> f16 when half; the same
    element count either way. */
 static PyObject *convert(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -145,6 +208,8 @@ static PyMethodDef methods[] = {
      "setup(binop, h2f, f2h, simd): the library's function addresses and SIMD level"},
     {"binop", (PyCFunction)(void (*)(void))binop, METH_FASTCALL,
      "binop(a, b, out, op): f16 + - * / through f32 into out"},
+    {"binop_repeat", (PyCFunction)(void (*)(void))binop_repeat, METH_FASTCALL,
+     "binop_repeat(big, small, out, op, small_left): a broadcast operand repeated along big"},
     {"convert", (PyCFunction)(void (*)(void))convert, METH_FASTCALL,
      "convert(x, out): f16 <-> f32, numpy's astype bits"},
     {NULL, NULL, 0, NULL}};
