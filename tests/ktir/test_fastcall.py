@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import scratchy_program
 from ktir_models.ktir.backends import f16_convert, fastcall, seqmm
 from ktir_models.ktir.backends.native_build import compilers
 
@@ -152,7 +153,6 @@ def test_scratchy_layer_keeps_its_bits_through_the_extension(ext):
     the extension and with ctypes: the same output bits."""
     import dataclasses
 
-    from conftest import scratchy_program
     from ktir_models import ktir
 
     directory, nodes, tensors = scratchy_program("smollm2-135m")
