@@ -218,3 +218,48 @@ def test_repeat_sizes_that_do_not_match_are_refused(ext):
     with pytest.raises(ValueError, match="whole number of smalls"):
         ext.binop_repeat(big, np.ones(0, np.float16), out, 0, False)
     assert (out == 7).all()
+
+
+@pytest.mark.parametrize("mode", [0, 2, 3, 4, 6, 7])
+def test_silu_tail_is_the_ops_one_by_one(ext, mode):
+    """seqmm_silu_tail (exec/tape_fusion.py's fused step) against the numpy ops it stands for:
+    addf of the constant, divf, mulf (either way round), then truncf; f32 or f16 chains."""
+    f16_chain, out16, u_left = mode & 1, mode >> 1 & 1, mode >> 2 & 1
+    n = 100_003  # chunk tails
+    rng = np.random.default_rng(mode)
+    dt = np.float16 if f16_chain else np.float32
+    a = (rng.standard_normal(n) * 8).astype(dt)
+    with np.errstate(all="ignore"):
+        e = np.exp(-a.astype(np.float32)).astype(dt)
+    u = (rng.standard_normal(n) * 8).astype(dt)
+    a[:6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 6e-8]
+    e[6:10] = [np.inf, -1.0, np.nan, 0.0]  # k + e: inf, 0 (x/0), nan
+    u[10:13] = [np.nan, np.inf, -0.0]
+    k = 1.0
+    with np.errstate(all="ignore"):
+        if f16_chain:
+            s = f16_convert.binop("add", np.full(n, k, np.float16), e)
+            q = f16_convert.binop("divide", a, s)
+            p = f16_convert.binop("multiply", u, q) if u_left else \
+                f16_convert.binop("multiply", q, u)
+        else:
+            s = np.add(np.float32(k), e)
+            q = np.divide(a, s)
+            p = np.multiply(u, q) if u_left else np.multiply(q, u)
+            p = p.astype(np.float16) if out16 else p
+    out = np.empty(n, np.float16 if out16 else np.float32)
+    ext.silu_tail(a, e, u, out, k, mode)
+    width = np.uint16 if out16 else np.uint32
+    both_nan = np.isnan(out) & np.isnan(p)
+    same = (out.view(width) == p.view(width)) | both_nan
+    assert same.all(), f"{(~same).sum()} of {n} differ"
+    assert (np.isnan(out) == np.isnan(p)).all()
+
+
+def test_silu_tail_refuses_what_no_chain_has(ext):
+    a = np.ones(8, np.float32)
+    with pytest.raises(ValueError, match="no chain"):
+        ext.silu_tail(a.astype(np.float16), a.astype(np.float16), a.astype(np.float16),
+                      np.empty(8, np.float32), 1.0, 1)  # f16 chain, f32 out
+    with pytest.raises(ValueError, match="as many elements"):
+        ext.silu_tail(a, a, a[:7], np.empty(8, np.float16), 1.0, 2)

@@ -251,3 +251,53 @@ int seqmm_f16_any_nonfinite(const uint16_t *x, ptrdiff_t n) {
     }
     return 0;
 }
+
+/* ---------------------------------------------------------------- the SiLU tail
+ * out = R_out(R(R(a / R(k + e)) * u)) elementwise, for the tail of a SiLU-and-product chain
+ * (arith.addf of a splat constant k, arith.divf, arith.mulf, and an optional arith.truncf;
+ * exec/tape_fusion.py), where R rounds to the chain's type after each operation, as the ops run
+ * one by one do: f32 (no rounding) or f16 (widened inputs, each f32 result rounded to f16 by the
+ * conversion above and widened again: the correctly rounded f16 operation, since f32 carries
+ * 24 >= 2*11 + 2 bits). R_out is the truncf to f16 (or nothing). Each operation is one IEEE f32
+ * operation, the same numpy's float32 loops make, so the results are the ops' own bits (for a
+ * NaN with a NaN, a NaN carrying either payload, as for the single ops).
+ * mode bit 0: a, e, u are f16 (else f32); bit 1: out is f16 (else f32); bit 2: the product is
+ * u * s (else s * u). 0: done; 1: a mode that no chain has (f16 inputs, f32 out). */
+#define TAIL_CHUNK 256
+
+static void tail_round(float *t, ptrdiff_t m, int simd) {
+    uint16_t h[TAIL_CHUNK];
+    seqmm_cvt_f2h((const uint32_t *)t, h, m, simd);
+    seqmm_cvt_h2f(h, (uint32_t *)t, m, simd);
+}
+
+static const float *tail_load(const void *x, ptrdiff_t i, ptrdiff_t m, int f16, float *buf,
+                              int simd) {
+    if (!f16) return (const float *)x + i;
+    seqmm_cvt_h2f((const uint16_t *)x + i, (uint32_t *)buf, m, simd);
+    return buf;
+}
+
+int seqmm_silu_tail(const void *a, const void *e, const void *u, void *out, ptrdiff_t n,
+                    float k, int mode, int simd) {
+    int f16 = mode & 1, out16 = (mode >> 1) & 1, u_left = (mode >> 2) & 1;
+    if (f16 && !out16) return 1;
+    float ba[TAIL_CHUNK], be[TAIL_CHUNK], bu[TAIL_CHUNK], t[TAIL_CHUNK];
+    for (ptrdiff_t i = 0; i < n; i += TAIL_CHUNK) {
+        ptrdiff_t m = n - i < TAIL_CHUNK ? n - i : TAIL_CHUNK;
+        const float *pa = tail_load(a, i, m, f16, ba, simd);
+        const float *pe = tail_load(e, i, m, f16, be, simd);
+        const float *pu = tail_load(u, i, m, f16, bu, simd);
+        for (ptrdiff_t j = 0; j < m; j++) t[j] = k + pe[j];
+        if (f16) tail_round(t, m, simd);
+        for (ptrdiff_t j = 0; j < m; j++) t[j] = pa[j] / t[j];
+        if (f16) tail_round(t, m, simd);
+        if (u_left)
+            for (ptrdiff_t j = 0; j < m; j++) t[j] = pu[j] * t[j];
+        else
+            for (ptrdiff_t j = 0; j < m; j++) t[j] = t[j] * pu[j];
+        if (out16) seqmm_cvt_f2h((const uint32_t *)t, (uint16_t *)out + i, m, simd);
+        else memcpy((float *)out + i, t, (size_t)m * 4);
+    }
+    return 0;
+}

@@ -20,27 +20,32 @@
 typedef int (*binop_fn)(const uint16_t *, const uint16_t *, uint16_t *, Py_ssize_t, int, int);
 typedef void (*cvt_fn)(const void *, void *, Py_ssize_t, int);
 
+typedef int (*tail_fn)(const void *, const void *, const void *, void *, Py_ssize_t, float, int,
+                       int);
+
 static binop_fn binop_p;
 static cvt_fn h2f_p, f2h_p;
+static tail_fn tail_p;
 static int simd_level;
 
 static PyObject *setup(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 4) {
-        PyErr_SetString(PyExc_TypeError, "setup(binop, h2f, f2h, simd) takes 4 arguments");
+    if (n != 5) {
+        PyErr_SetString(PyExc_TypeError, "setup(binop, h2f, f2h, tail, simd) takes 5 arguments");
         return NULL;
     }
     void *b = PyLong_AsVoidPtr(args[0]), *w = PyLong_AsVoidPtr(args[1]),
-         *r = PyLong_AsVoidPtr(args[2]);
-    long s = PyLong_AsLong(args[3]);
+         *r = PyLong_AsVoidPtr(args[2]), *t = PyLong_AsVoidPtr(args[3]);
+    long s = PyLong_AsLong(args[4]);
     if (PyErr_Occurred()) return NULL;
-    if (!b || !w || !r) {
+    if (!b || !w || !r || !t) {
         PyErr_SetString(PyExc_ValueError, "setup: a function address is 0");
         return NULL;
     }
     binop_p = (binop_fn)b;
     h2f_p = (cvt_fn)w;
     f2h_p = (cvt_fn)r;
+    tail_p = (tail_fn)t;
     simd_level = (int)s;
     Py_RETURN_NONE;
 }
@@ -152,6 +157,46 @@ static PyObject *binop_repeat(PyObject *self, PyObject *const *args, Py_ssize_t 
     Py_RETURN_NONE;
 }
 
+/* silu_tail(a, e, u, out, k, mode): seqmm_silu_tail (f16conv.c) on four C-contiguous buffers of
+   as many elements: a, e, u of 2-byte (mode bit 0) or 4-byte elements, out of 2 (bit 1) or 4. */
+static PyObject *silu_tail(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (n != 6) {
+        PyErr_SetString(PyExc_TypeError, "silu_tail(a, e, u, out, k, mode) takes 6 arguments");
+        return NULL;
+    }
+    if (!ready()) return NULL;
+    double k = PyFloat_AsDouble(args[4]);
+    if (k == -1.0 && PyErr_Occurred()) return NULL;
+    long mode = PyLong_AsLong(args[5]);
+    if (mode == -1 && PyErr_Occurred()) return NULL;
+    if (mode < 0 || mode > 7 || (mode & 3) == 1) {
+        PyErr_SetString(PyExc_ValueError, "silu_tail: no chain has this mode");
+        return NULL;
+    }
+    Py_buffer v[4];
+    for (int i = 0; i < 4; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | (i == 3 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[i], &v[i], flags) < 0) {
+            while (i--) PyBuffer_Release(&v[i]);
+            return NULL;
+        }
+    }
+    Py_ssize_t in_size = (mode & 1) ? 2 : 4, out_size = (mode & 2) ? 2 : 4;
+    Py_ssize_t count = v[3].len / out_size;
+    int ok = v[3].len % out_size == 0 && v[0].len == count * in_size &&
+             v[1].len == count * in_size && v[2].len == count * in_size;
+    if (ok) tail_p(v[0].buf, v[1].buf, v[2].buf, v[3].buf, count, (float)k, (int)mode,
+                   simd_level);
+    for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError,
+                        "silu_tail: a, e, u and out must hold as many elements of their sizes");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* convert(x, out): f16 -> f32 when out holds twice x's bytes, f32 -> f16 when half; the same
    element count either way. */
 static PyObject *convert(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -205,11 +250,13 @@ static PyMethodDef methods[] = {
     {"pointers", (PyCFunction)(void (*)(void))pointers, METH_FASTCALL,
      "pointers(a, b, c): the three arrays' data addresses"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
-     "setup(binop, h2f, f2h, simd): the library's function addresses and SIMD level"},
+     "setup(binop, h2f, f2h, tail, simd): the library's function addresses and SIMD level"},
     {"binop", (PyCFunction)(void (*)(void))binop, METH_FASTCALL,
      "binop(a, b, out, op): f16 + - * / through f32 into out"},
     {"binop_repeat", (PyCFunction)(void (*)(void))binop_repeat, METH_FASTCALL,
      "binop_repeat(big, small, out, op, small_left): a broadcast operand repeated along big"},
+    {"silu_tail", (PyCFunction)(void (*)(void))silu_tail, METH_FASTCALL,
+     "silu_tail(a, e, u, out, k, mode): out = R(R(a / R(k + e)) * u), rounded as the ops"},
     {"convert", (PyCFunction)(void (*)(void))convert, METH_FASTCALL,
      "convert(x, out): f16 <-> f32, numpy's astype bits"},
     {NULL, NULL, 0, NULL}};

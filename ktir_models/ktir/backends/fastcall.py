@@ -1,6 +1,6 @@
 """The CPython extension ``_ktir_fastcall`` (``fastcall.c``): the seqmm library's f16 functions
-(conversions, + - * / through f32) called on array buffers, and the kernel's three data pointers
-read in one call, instead of through ctypes.
+(conversions, + - * / through f32, the SiLU tail of exec/tape_fusion.py) called on array buffers,
+and the kernel's three data pointers read in one call, instead of through ctypes.
 
 A ctypes call with three array pointers costs several microseconds of Python, more than numpy
 spends on a few hundred f16 elements, so through ctypes only large arrays go native
@@ -121,7 +121,8 @@ def load(lib, simd: int):
         if module is None:
             return None
         address = [ctypes.cast(fn, ctypes.c_void_p).value
-                   for fn in (lib.seqmm_f16_binop, lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h)]
+                   for fn in (lib.seqmm_f16_binop, lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h,
+                              lib.seqmm_silu_tail)]
         module.setup(*address, int(simd))
         reason = None
         return module

@@ -103,6 +103,7 @@ def make_binary(c, op, fn_of):
 
     def step(env):
         env[ir] = fn(env[ia], env[ib])
+    step.io = ((ia, ib), ir)  # the slots it reads and writes (exec/tape_fusion.py)
     return step
 
 
@@ -121,6 +122,7 @@ def make_unary(c, op, fn_of):
     def step(env):
         env[ir] = fn(env[ia])
 
+    step.io = ((ia,), ir)  # the slots it reads and writes (exec/tape_fusion.py)
     return step
 
 

@@ -154,6 +154,8 @@ class Builder:
 
         step = located(plain)
         step.op = op
+        if hasattr(plain, "io"):  # plain itself on the stacked env (exec/tape_fusion.py)
+            step.io = plain.io
         if hasattr(plain, "specialize"):  # for tapes (tape.py)
             def specialize(senv):
                 fast = plain.specialize(senv)
@@ -210,6 +212,8 @@ class Builder:
         for name in ("loop", "specialize"):  # for tapes (tape.py)
             if hasattr(native, name):
                 setattr(step, name, getattr(native, name))
+        if native is plain and hasattr(plain, "io"):  # the plain step on the stacked values:
+            step.io = plain.io                         # the same slots (exec/tape_fusion.py)
         return step
 
 
