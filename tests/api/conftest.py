@@ -20,10 +20,17 @@ BROKEN_SCALE = "dense<-1.000000000e+00>"
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path_factory, monkeypatch):
-    """Our emitter's programs go to a private cache; no native kernel build."""
+    """Our emitter's programs go to a private cache; no native kernel build. The kernel's
+    library is forgotten before (so the setting applies even where an earlier test loaded it)
+    and after (so later tests load it again under their own settings)."""
+    from ktir_models.ktir.backends import seqmm
+
     monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path_factory.getbasetemp() / "api-cache"))
     monkeypatch.setenv("KTIR_MODELS_NATIVE", "0")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    seqmm._reset()
+    yield
+    seqmm._reset()
 
 
 def plant_scale_bug(directory: Path) -> int:
