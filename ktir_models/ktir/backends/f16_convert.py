@@ -107,11 +107,10 @@ def binop(name: str, a, b) -> np.ndarray | None:
     if fns is None:
         return None
     ext = fns.ext
-    if ext is not None and a.shape != b.shape:
-        repeated = _repeat(ext, name, a, b)
+    if a.shape != b.shape:
+        repeated = None if ext is None else _repeat(ext, name, a, b)
         if repeated is not None:
             return repeated
-    if a.shape != b.shape:
         try:
             shape = np.broadcast_shapes(a.shape, b.shape)
         except ValueError:

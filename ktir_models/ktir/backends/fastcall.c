@@ -56,42 +56,63 @@ static int ready(void) {
     return 0;
 }
 
+/* The call's argument count checked (usage: the TypeError's text) and the library set up. */
+static int called(Py_ssize_t n, Py_ssize_t want, const char *usage) {
+    if (n != want) {
+        PyErr_Format(PyExc_TypeError, "%s takes %zd arguments", usage, want);
+        return 0;
+    }
+    return ready();
+}
+
+/* args[0..count-1] as C-contiguous buffers, the last one writable; 0, or -1 with the error set
+   and nothing held. */
+static int acquire(PyObject *const *args, int count, Py_buffer *v) {
+    for (int i = 0; i < count; i++) {
+        int flags = PyBUF_C_CONTIGUOUS | (i == count - 1 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[i], &v[i], flags) < 0) {
+            while (i--) PyBuffer_Release(&v[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void release(Py_buffer *v, int count) {
+    for (int i = 0; i < count; i++) PyBuffer_Release(&v[i]);
+}
+
+/* An arithmetic op code 0..3 (+ - * /); -1 with the error set. */
+static int op_code(PyObject *arg, const char *name) {
+    long op = PyLong_AsLong(arg);
+    if (op == -1 && PyErr_Occurred()) return -1;
+    if (op < 0 || op > 3) {
+        PyErr_Format(PyExc_ValueError, "%s: op must be 0..3", name);
+        return -1;
+    }
+    return (int)op;
+}
+
+/* The calls return None, or raise ValueError(message) when the sizes did not fit (nothing was
+   read or written then). */
+static PyObject *done(int ok, const char *message) {
+    if (ok) Py_RETURN_NONE;
+    PyErr_SetString(PyExc_ValueError, message);
+    return NULL;
+}
+
 /* binop(a, b, out, op): out = f16(f32(a) op f32(b)) elementwise, op 0..3 (+ - * /); a, b and
    out hold the same number of 2-byte elements. */
 static PyObject *binop(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 4) {
-        PyErr_SetString(PyExc_TypeError, "binop(a, b, out, op) takes 4 arguments");
-        return NULL;
-    }
-    if (!ready()) return NULL;
-    long op = PyLong_AsLong(args[3]);
-    if (op == -1 && PyErr_Occurred()) return NULL;
-    if (op < 0 || op > 3) {
-        PyErr_SetString(PyExc_ValueError, "binop: op must be 0..3");
-        return NULL;
-    }
-    Py_buffer a, b, o;
-    if (PyObject_GetBuffer(args[0], &a, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &b, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&a);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[2], &o, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&a);
-        PyBuffer_Release(&b);
-        return NULL;
-    }
-    int ok = a.len == o.len && b.len == o.len && o.len % 2 == 0;
-    if (ok) binop_p(a.buf, b.buf, o.buf, o.len / 2, (int)op, simd_level);
-    PyBuffer_Release(&a);
-    PyBuffer_Release(&b);
-    PyBuffer_Release(&o);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError, "binop: a, b and out must hold as many f16 elements");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    if (!called(n, 4, "binop(a, b, out, op)")) return NULL;
+    int op = op_code(args[3], "binop");
+    Py_buffer v[3];
+    if (op < 0 || acquire(args, 3, v) < 0) return NULL;
+    int ok = v[0].len == v[2].len && v[1].len == v[2].len && v[2].len % 2 == 0;
+    if (ok) binop_p(v[0].buf, v[1].buf, v[2].buf, v[2].len / 2, op, simd_level);
+    release(v, 3);
+    return done(ok, "binop: a, b and out must hold as many f16 elements");
 }
 
 /* binop_repeat(big, small, out, op, small_left): out = big op small (small op big when
@@ -101,37 +122,18 @@ static PyObject *binop(PyObject *self, PyObject *const *args, Py_ssize_t n) {
    over in a local buffer, so the library's loops still run full vectors. */
 static PyObject *binop_repeat(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 5) {
-        PyErr_SetString(PyExc_TypeError,
-                        "binop_repeat(big, small, out, op, small_left) takes 5 arguments");
-        return NULL;
-    }
-    if (!ready()) return NULL;
-    long op = PyLong_AsLong(args[3]);
-    if (op == -1 && PyErr_Occurred()) return NULL;
+    if (!called(n, 5, "binop_repeat(big, small, out, op, small_left)")) return NULL;
+    int op = op_code(args[3], "binop_repeat");
+    if (op < 0) return NULL;
     int small_left = PyObject_IsTrue(args[4]);
-    if (small_left < 0) return NULL;
-    if (op < 0 || op > 3) {
-        PyErr_SetString(PyExc_ValueError, "binop_repeat: op must be 0..3");
-        return NULL;
-    }
-    Py_buffer g, m, o;
-    if (PyObject_GetBuffer(args[0], &g, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &m, PyBUF_C_CONTIGUOUS) < 0) {
-        PyBuffer_Release(&g);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[2], &o, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&g);
-        PyBuffer_Release(&m);
-        return NULL;
-    }
-    Py_ssize_t total = o.len / 2, period = m.len / 2;
-    int ok = g.len == o.len && o.len % 2 == 0 && m.len % 2 == 0 && period > 0 &&
+    Py_buffer v[3];
+    if (small_left < 0 || acquire(args, 3, v) < 0) return NULL;
+    Py_ssize_t total = v[2].len / 2, period = v[1].len / 2;
+    int ok = v[0].len == v[2].len && v[2].len % 2 == 0 && v[1].len % 2 == 0 && period > 0 &&
              total % period == 0;
     if (ok) {
-        const uint16_t *big = (const uint16_t *)g.buf, *small = (const uint16_t *)m.buf;
-        uint16_t *out = (uint16_t *)o.buf;
+        const uint16_t *big = (const uint16_t *)v[0].buf, *small = (const uint16_t *)v[1].buf;
+        uint16_t *out = (uint16_t *)v[2].buf;
         uint16_t wide[128];
         Py_ssize_t step = period;
         if (period < 64) {  /* whole periods, at least 64 elements */
@@ -141,31 +143,20 @@ static PyObject *binop_repeat(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
         for (Py_ssize_t i = 0; i < total; i += step) {
             Py_ssize_t len = total - i < step ? total - i : step;
-            if (small_left) binop_p(small, big + i, out + i, len, (int)op, simd_level);
-            else binop_p(big + i, small, out + i, len, (int)op, simd_level);
+            if (small_left) binop_p(small, big + i, out + i, len, op, simd_level);
+            else binop_p(big + i, small, out + i, len, op, simd_level);
         }
     }
-    PyBuffer_Release(&g);
-    PyBuffer_Release(&m);
-    PyBuffer_Release(&o);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError,
-                        "binop_repeat: big and out must hold as many f16 elements, a whole "
-                        "number of smalls");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    release(v, 3);
+    return done(ok, "binop_repeat: big and out must hold as many f16 elements, a whole number "
+                    "of smalls");
 }
 
 /* silu_tail(a, e, u, out, k, mode): seqmm_silu_tail (f16conv.c) on four C-contiguous buffers of
    as many elements: a, e, u of 2-byte (mode bit 0) or 4-byte elements, out of 2 (bit 1) or 4. */
 static PyObject *silu_tail(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 6) {
-        PyErr_SetString(PyExc_TypeError, "silu_tail(a, e, u, out, k, mode) takes 6 arguments");
-        return NULL;
-    }
-    if (!ready()) return NULL;
+    if (!called(n, 6, "silu_tail(a, e, u, out, k, mode)")) return NULL;
     double k = PyFloat_AsDouble(args[4]);
     if (k == -1.0 && PyErr_Occurred()) return NULL;
     long mode = PyLong_AsLong(args[5]);
@@ -175,56 +166,31 @@ static PyObject *silu_tail(PyObject *self, PyObject *const *args, Py_ssize_t n) 
         return NULL;
     }
     Py_buffer v[4];
-    for (int i = 0; i < 4; i++) {
-        int flags = PyBUF_C_CONTIGUOUS | (i == 3 ? PyBUF_WRITABLE : 0);
-        if (PyObject_GetBuffer(args[i], &v[i], flags) < 0) {
-            while (i--) PyBuffer_Release(&v[i]);
-            return NULL;
-        }
-    }
+    if (acquire(args, 4, v) < 0) return NULL;
     Py_ssize_t in_size = (mode & 1) ? 2 : 4, out_size = (mode & 2) ? 2 : 4;
     Py_ssize_t count = v[3].len / out_size;
     int ok = v[3].len % out_size == 0 && v[0].len == count * in_size &&
              v[1].len == count * in_size && v[2].len == count * in_size;
     if (ok) tail_p(v[0].buf, v[1].buf, v[2].buf, v[3].buf, count, (float)k, (int)mode,
                    simd_level);
-    for (int i = 0; i < 4; i++) PyBuffer_Release(&v[i]);
-    if (!ok) {
-        PyErr_SetString(PyExc_ValueError,
-                        "silu_tail: a, e, u and out must hold as many elements of their sizes");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    release(v, 4);
+    return done(ok, "silu_tail: a, e, u and out must hold as many elements of their sizes");
 }
 
 /* convert(x, out): f16 -> f32 when out holds twice x's bytes, f32 -> f16 when half; the same
    element count either way. */
 static PyObject *convert(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 2) {
-        PyErr_SetString(PyExc_TypeError, "convert(x, out) takes 2 arguments");
-        return NULL;
-    }
-    if (!ready()) return NULL;
-    Py_buffer x, o;
-    if (PyObject_GetBuffer(args[0], &x, PyBUF_C_CONTIGUOUS) < 0) return NULL;
-    if (PyObject_GetBuffer(args[1], &o, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&x);
-        return NULL;
-    }
-    int widen = x.itemsize == 2 && o.itemsize == 4 && o.len == 2 * x.len;
-    int narrow = x.itemsize == 4 && o.itemsize == 2 && x.len == 2 * o.len;
-    if (widen) h2f_p(x.buf, o.buf, x.len / 2, simd_level);
-    else if (narrow) f2h_p(x.buf, o.buf, o.len / 2, simd_level);
-    PyBuffer_Release(&x);
-    PyBuffer_Release(&o);
-    if (!widen && !narrow) {
-        PyErr_SetString(PyExc_ValueError,
-                        "convert: expected 2-byte x and 4-byte out (or the reverse), one "
-                        "element each");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    if (!called(n, 2, "convert(x, out)")) return NULL;
+    Py_buffer v[2];
+    if (acquire(args, 2, v) < 0) return NULL;
+    int widen = v[0].itemsize == 2 && v[1].itemsize == 4 && v[1].len == 2 * v[0].len;
+    int narrow = v[0].itemsize == 4 && v[1].itemsize == 2 && v[0].len == 2 * v[1].len;
+    if (widen) h2f_p(v[0].buf, v[1].buf, v[0].len / 2, simd_level);
+    else if (narrow) f2h_p(v[0].buf, v[1].buf, v[1].len / 2, simd_level);
+    release(v, 2);
+    return done(widen || narrow, "convert: expected 2-byte x and 4-byte out (or the reverse), "
+                                 "one element each");
 }
 
 /* pointers(a, b, c): the addresses of three arrays' first elements, whatever their strides

@@ -48,10 +48,7 @@ class Compiler:
         self.where: tuple | None = None  # (block, index) of the op being built
         self.view_loads: set[int] = set()  # id(op) of loads that may hand out HBM views (ktdp)
         self._positions: dict[int, dict[int, int]] = {}
-        self.users: dict[int, list[Op]] = {}  # id(value) -> ops using it (nested ops included)
-        for op in fn.walk():
-            for v in op.operands:
-                self.users.setdefault(id(v), []).append(op)
+        self.users: dict[int, list[Op]] = fn.users()  # id(value) -> ops using it
 
     def positions(self, block: Block) -> dict[int, int]:
         """id(op) -> its index in ``block`` (built once per block)."""

@@ -27,7 +27,7 @@ from .stacked import compile_stacked
 from .stacked_values import Contexts
 from .strategies import choose
 from .tape import Recorder, fold_assignments, static_info
-from .tape_fusion import fuse_tails, users_of
+from .tape_fusion import fuse_tails
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Plan:
         self.machine = machine
         self.fn = fn
         self._c = compiled
-        self._users = None  # tape_fusion.users_of(fn), made for the first replayer
+        self._users = None  # fn.users(), made for the first replayer (tape_fusion.py)
         self.lx_peak = lx_peak
         self.inter_tile = inter_tile
         # lock step only pays when some top-level step has a batched form
@@ -257,7 +257,7 @@ class Plan:
         entries, base = fold_assignments(tape.entries, base)
         if kind in ("plain", "stacked"):  # slots of this plan's compile (tape_fusion.py)
             if self._users is None:
-                self._users = users_of(self.fn)
+                self._users = self.fn.users()
             entries = fuse_tails(entries, base, self._users, self._c.template)
         return Replay(self, args, entries, base, run_steps if kind == "plain" else _run_all,
                       kind == "rerolled")

@@ -341,10 +341,7 @@ def find_repeats(fn: Function) -> Repeats | None:
     for k, top in enumerate(body[start:]):
         for op in _walk(top):
             group_of[id(op)] = k // period
-    users: dict = {}
-    for op in fn.walk():
-        for v in op.operands:
-            users.setdefault(id(v), []).append(op)
+    users = fn.users()
     for k, top in enumerate(body[start:]):
         g = k // period
         for op in _walk(top):

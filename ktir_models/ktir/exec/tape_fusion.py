@@ -20,9 +20,10 @@ only user is the next op of the run, inside the step).
 
 The step checks its operands each time (arrays of the chain's dtype, one shape, C-contiguous)
 and otherwise runs the original entries, so a tape whose values change layout still replays
-exactly. Like the rewrite rules (patterns/), it is off with ``KTIR_MODELS_REWRITES=0``. Only tapes of plain and stacked plans are fused, whose slots are the plan's compile's
-(the ops' users are read from the function, the constants from the compile's template); a
-rewrite needs the extension.
+exactly. Like the rewrite rules (patterns/), it is off with ``KTIR_MODELS_REWRITES=0``. Only
+tapes of plain and stacked plans are fused, whose slots are the plan's compile's (the ops' users
+are read from the function, the constants from the compile's template); a rewrite needs the
+extension.
 """
 
 from __future__ import annotations
@@ -78,15 +79,6 @@ def _splat(value) -> float | None:
 def _only_user(users: dict, value, op) -> bool:
     found = users.get(id(value), ())
     return len(found) == 1 and found[0] is op
-
-
-def users_of(fn) -> dict:
-    """id(value) -> the ops using it, over the whole function (nested ops included)."""
-    users: dict = {}
-    for op in fn.walk():
-        for v in op.operands:
-            users.setdefault(id(v), []).append(op)
-    return users
 
 
 def _match(entries: list, i: int, users: dict, template: list,
@@ -154,7 +146,7 @@ def _step(tail: _Tail, originals: list, ext):
 def fuse_tails(entries: list, base: list, users: dict, template: list) -> list:
     """``entries`` with each SiLU tail (module docstring) replaced by one fused step; the same
     list where there is none or the extension is unavailable. ``base``: the env the replay
-    starts from (its constants); ``users`` (:func:`users_of`) and ``template`` (its folded
+    starts from (its constants); ``users`` (``Function.users()``) and ``template`` (its folded
     constants): of the compile whose slots the entries use."""
     fns = f16_convert._functions()
     ext = fns.ext if fns is not None else None
@@ -164,7 +156,7 @@ def fuse_tails(entries: list, base: list, users: dict, template: list) -> list:
     i = 0
     n = len(entries)
     while i < n:
-        found = _match(entries, i, users, template, base) if getattr(entries[i], "io", None) else None
+        found = _match(entries, i, users, template, base)
         if found is None:
             out.append(entries[i])
             i += 1

@@ -316,6 +316,15 @@ class Function:
             else:
                 stack.pop()
 
+    def users(self) -> dict[int, list[Op]]:
+        """id(value) -> the ops using it as an operand, in :meth:`walk` order (nested ops
+        included); a fresh dict each call."""
+        found: dict[int, list[Op]] = {}
+        for op in self.walk():
+            for v in op.operands:
+                found.setdefault(id(v), []).append(op)
+        return found
+
 
 @dataclass(eq=False)
 class Module:
