@@ -25,11 +25,14 @@ passes is reported:
 torch runs with as many intra-op threads as numpy's BLAS (read from ``OPENBLAS_NUM_THREADS`` /
 ``OMP_NUM_THREADS``, else the number of CPUs), so both sides get the same cores. Also printed:
 parse + compile seconds, marshal seconds and the peak RSS of the process, both after the emulated
-passes (the emulator's own peak) and at the end (including the float32 transformers model). The
-native pass is also timed with one torch thread (``native_1thread_ms``, ``ratio_1thread``): on a
-machine shared with other jobs torch's two threads can stall each other, see docs/performance.md;
-``native_threads_helped`` is False (and a note printed) where the native pass on several threads
-took at least 0.9x its one-thread time.
+passes (the emulator's own peak) and at the end (including the float32 transformers model). On
+the cpu the native pass is also timed with one torch thread (``native_1thread_ms``,
+``ratio_1thread``): on a machine shared with other jobs torch's two threads can stall each other,
+see docs/performance.md; ``native_threads_helped`` is False (and a note printed) where the native
+pass on several threads took at least 0.9x its one-thread time.
+On a GPU (``--backend torch --device cuda``) the native pass runs on that GPU, the floor below
+uses the GPU memory's read bandwidth, and the one-thread timing is skipped (threads are a cpu
+matter).
 ``--alternate`` times the emulated and native passes in turns (after both sides' warm-up), so a
 drift of the machine's speed during the run moves both sides alike (``alternate`` in the JSON).
 
@@ -84,10 +87,13 @@ def blas_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def read_bandwidth(mib: int, threads: int, tries: int = 5) -> float:
+def read_bandwidth(mib: int, threads: int, tries: int = 5, device: str = "cpu") -> float:
     """Bytes per second read by summing a ``mib`` MiB float32 array, split into ``threads``
     contiguous parts summed at once (numpy releases the GIL in reductions), best of ``tries``:
-    the machine's streaming read rate, the denominator of a pass's memory floor."""
+    the machine's streaming read rate, the denominator of a pass's memory floor. On a torch
+    device other than the cpu, the device's own memory: one ``torch.sum`` there, synchronised."""
+    if device != "cpu":
+        return _device_read_bandwidth(mib, tries, device)
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
@@ -101,6 +107,22 @@ def read_bandwidth(mib: int, threads: int, tries: int = 5) -> float:
             list(pool.map(np.sum, parts))
             best = min(best, time.perf_counter() - start)
     return data.nbytes / best
+
+
+def _device_read_bandwidth(mib: int, tries: int, device: str) -> float:
+    import torch
+
+    data = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
+    sync = torch.cuda.synchronize if data.device.type == "cuda" else torch.mps.synchronize
+    data.sum()
+    sync()
+    best = float("inf")
+    for _ in range(tries):
+        start = time.perf_counter()
+        data.sum()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return data.numel() * 4 / best
 
 
 def floor_figures(weight_bytes: int, bandwidth: float, emulated_ms: float,
@@ -369,7 +391,9 @@ def main() -> int:
         del runner, emulate  # the machine's HBM (the marshalled weights) and plans go with it
         gc.collect()
 
-    timed_native = native_pass_factory(ckpt, pass_, backend.device, args.native_dtype)
+    native_device = str(torch.device(backend.device))
+    on_cpu = torch.device(native_device).type == "cpu"  # torch threads matter there only
+    timed_native = native_pass_factory(ckpt, pass_, native_device, args.native_dtype)
     native_resident = resident_gib()  # just after loading: what the native model holds
     timed_native()  # warm-up
     if args.alternate:
@@ -385,7 +409,7 @@ def main() -> int:
     # wait on each other for whole scheduler slices (measured here: a 576x1536 GEMV 16 ms with two
     # threads, 0.6 ms with one), which makes the primary figure meaningless there.
     native_1t: list[float] = []
-    if not args.skip_one_thread:
+    if not args.skip_one_thread and on_cpu:
         torch.set_num_threads(1)
         timed_native()
         native_1t = [timed_native() for _ in range(args.repeat)]
@@ -393,7 +417,8 @@ def main() -> int:
 
     emulated_ms = 1e3 * statistics.median(emulated)
     native_ms = 1e3 * statistics.median(native)
-    bandwidth = read_bandwidth(args.bandwidth_mib, threads)  # after the passes, not beside them
+    # after the passes, not beside them; a GPU run's floor is the GPU memory's
+    bandwidth = read_bandwidth(args.bandwidth_mib, threads, device=native_device)
     floor = floor_figures(weight_bytes, bandwidth, emulated_ms, native_ms)
     native_1t_ms = 1e3 * statistics.median(native_1t) if native_1t else None
     compile_s = timings.parse + timings.compile
@@ -441,7 +466,8 @@ def main() -> int:
     }
     print(f"program        {program} ({manifest.mode}, m={manifest.tokens}, past={pass_.past}, "
           f"{len(manifest.nodes)} nodes), weights {figures['weights']}")
-    print(f"backend        {backend.describe()} (emulator); native transformers on the cpu")
+    print(f"backend        {backend.describe()} (emulator); native transformers on "
+          f"{native_device}")
     print(f"matmul         {figures['matmul']}; kernel threads {args.kernel_threads}")
     print(f"threads        numpy BLAS {threads}, torch.set_num_threads({threads})")
     print(f"emulated       {emulated_ms:9.1f} ms per pass (median of {args.repeat}; warm-up "
@@ -459,7 +485,8 @@ def main() -> int:
               f"nothing in this run (stalled on a busy machine, or a pass too small to split); "
               f"read the ratio with care")
     print(f"bandwidth      {floor['read_bandwidth_gbs']:9.2f} GB/s read (sum over "
-          f"{args.bandwidth_mib} MiB, {threads} threads, best of 5)")
+          f"{args.bandwidth_mib} MiB, " + (f"{threads} threads" if on_cpu else native_device)
+          + ", best of 5)")
     print(f"floor          {floor['floor_ms']:9.2f} ms  ({weight_bytes / 1e6:.1f} MB of f16 "
           f"weights "
           f"read once); emulated at {100 * floor['emulated_floor_fraction']:.1f} % of it, native "

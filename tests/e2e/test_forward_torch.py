@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from torch_test_device import TORCH_DEVICE
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -73,7 +74,7 @@ def forward_on_both() -> Forward:
 
     results = {}
     for name, machine in [("numpy", ktir.Machine(backend="numpy")),
-                          ("torch", ktir.Machine(backend="torch", device="cpu"))]:
+                          ("torch", ktir.Machine(backend="torch", device=TORCH_DEVICE))]:
         assert machine.backend.name == name
         runner = Runner(manifest, machine=machine, show_progress=False)
         runner.load()
@@ -125,7 +126,7 @@ def test_cli_forward_on_torch_cpu_passes(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "ktir_models", "forward", "smollm2-135m", "--program", str(PROGRAM),
-         "--weights", "synthetic", "--golden", "live", "--backend", "torch", "--device", "cpu",
+         "--weights", "synthetic", "--golden", "live", "--backend", "torch", "--device", TORCH_DEVICE,
          "--json", str(report), "--quiet"],
         capture_output=True, text=True, timeout=1500, cwd=REPO,
     )

@@ -18,6 +18,7 @@ import pytest
 from ktir_models.cache_entries import write_digest
 
 from emit.test_cli import run  # the in-process CLI call: (exit code, stdout, stderr)
+from torch_test_device import device_for
 
 pytest.importorskip("transformers")
 pytest.importorskip("torch")
@@ -84,7 +85,7 @@ def test_forward_on_real_text(hf, story_file, m, backend, tmp_path, capsys):
     ids = hf[0](STORY)["input_ids"]
     assert len(ids) > 33
     code, out, err, doc = _forward(capsys, tmp_path, "--text", str(story_file), "--tokens", str(m),
-                                   "--backend", backend, "--device", "cpu")
+                                   "--backend", backend, "--device", device_for(backend))
     assert code == 0, out + err
     assert doc["mode"] == ("decode" if m == 1 else "prefill")  # inferred from m, as for the text's length
     assert "text     " in out and "ppl      golden" in out
@@ -99,7 +100,7 @@ def test_decode_after_prefill_on_real_text(hf, backend, tmp_path, capsys):
     ids = hf[0](prompt)["input_ids"]
     past = len(ids) - 1
     code, out, err, doc = _forward(capsys, tmp_path, "--prompt", prompt, "--past", str(past),
-                                   "--backend", backend, "--device", "cpu")
+                                   "--backend", backend, "--device", device_for(backend))
     assert code == 0, out + err
     assert doc["mode"] == "decode"
     _assert_real_text_pass(doc, ids, past, 1)
@@ -119,7 +120,7 @@ def _greedy_text(hf, prompt: str, new_tokens: int) -> str:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_generate_prints_transformers_greedy_text(hf, backend, capsys):
     code, out, err = run(["generate", "stories260k", "--prompt", "Once upon a time", "--steps", "32", "-q",
-                          "--backend", backend, "--device", "cpu"], capsys)
+                          "--backend", backend, "--device", device_for(backend)], capsys)
     assert code == 0, out + err
     lines = out.splitlines()
     expected = _greedy_text(hf, "Once upon a time", 33)  # the prefill's token + 32 decode steps

@@ -11,6 +11,7 @@ import pytest
 from ktir_models import ktir
 from ktir_models.ktir.latency import HardwareParams, function_latency
 from test_machine import load, store, tile, view
+from torch_test_device import TORCH_DEVICE
 
 W = 8  # row width of every partial
 ROW_F, ROW_I = f"tensor<1x{W}xf32>", f"tensor<1x{W}xi32>"
@@ -171,7 +172,7 @@ def test_reduce_to_one_gives_other_cores_the_identities(n):
 def test_torch_back_end_gives_the_numpy_back_ends_bits(exchange):
     pytest.importorskip("torch")
     *_, o, p = run_kernel(4, exchange, seed=11)
-    *_, to, tp = run_kernel(4, exchange, seed=11, backend="torch", device="cpu")
+    *_, to, tp = run_kernel(4, exchange, seed=11, backend="torch", device=TORCH_DEVICE)
     assert o.tobytes() == to.tobytes() and p.tobytes() == tp.tobytes()
 
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import corpus_missing_reason, corpus_path
 from ktir_models import ktir
 from ktir_models.ktir.exec.checks import NumericChecks
+from torch_test_device import device_for
 
 SENTINEL = -7.25
 
@@ -296,7 +297,7 @@ def test_masked_access_on_the_torch_back_end_matches_numpy():
     pytest.importorskip("torch")
     outs = {}
     for backend in ("numpy", "torch"):
-        m = ktir.Machine(backend=backend, device="cpu")
+        m = ktir.Machine(backend=backend, device=device_for(backend))
         a = (np.arange(3 * 8, dtype=np.float16) + 1).reshape(3, 8)
         ab = m.hbm.allocate_from(a, name="a")
         out = m.hbm.allocate((8, 4), "float16", name="o")

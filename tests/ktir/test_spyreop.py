@@ -14,6 +14,7 @@ from test_machine import load, store, tile, ty, view
 
 from ktir_models import ktir
 from ktir_models.ktir.ir.errors import KtirError
+from torch_test_device import TORCH_DEVICE
 
 RNG = np.random.default_rng(2026)
 DF16 = "!spyreop.df16"
@@ -416,7 +417,7 @@ def test_torch_back_end_gives_the_same_bits(elem):
     a, b = sample(elem, -3, 3), sample(elem, -3, 3)
     text = kernel([elem, elem], elem, body)
     want = run(text, [a, b], DTYPES[elem])
-    got = run(text, [a, b], DTYPES[elem], backend="torch", device="cpu")
+    got = run(text, [a, b], DTYPES[elem], backend="torch", device=TORCH_DEVICE)
     np.testing.assert_array_equal(bits(got), bits(want))
 
 

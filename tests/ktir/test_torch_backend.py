@@ -36,6 +36,7 @@ from ktir_models import ktir  # noqa: E402
 import test_examples  # noqa: E402
 import test_machine  # noqa: E402
 import test_scratchy_nodes as nodes  # noqa: E402
+from torch_test_device import TORCH_DEVICE, device_for  # noqa: E402
 
 #: Allowed |torch - numpy| per element, in f16 ulps of the element's scale (see ``scale_of``):
 #: for a GEMM, the largest f16 value of its K-chain. Each chain value can round one ulp
@@ -50,9 +51,18 @@ BIT_EXACT_KINDS = {"input_rmsnorm", "post_attn_rmsnorm", "final_rmsnorm", "rope_
                    "residual_attn", "residual_mlp", "silu_mul"}
 
 
-def torch_machine_factory():
-    """``ktir.Machine`` with the torch back end on the cpu as its default."""
-    return functools.partial(ktir.Machine, backend="torch", device="cpu")
+def torch_machine_factory(separate_mirrors: bool = False):
+    """``ktir.Machine`` with the torch back end on the tests' device as its default;
+    ``separate_mirrors`` gives the cpu separate device mirrors, copied in and out as on cuda."""
+    if separate_mirrors:
+        from ktir_models.ktir.backends.torch_backend import TorchBackend
+
+        real = ktir.Machine  # the class itself: the tests patch the name with this factory
+
+        def machine(*args, **kwargs):
+            return real(*args, backend=TorchBackend(TORCH_DEVICE, separate_mirrors=True), **kwargs)
+        return machine
+    return functools.partial(ktir.Machine, backend="torch", device=TORCH_DEVICE)
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,16 @@ def test_example_kernel_on_torch(rel_path: str, monkeypatch) -> None:
     test_examples.test_example_kernel(rel_path)
 
 
+@pytest.mark.parametrize("rel_path", test_examples.runner_cases())
+def test_example_kernel_with_separate_device_mirrors(rel_path: str, monkeypatch) -> None:
+    """The same runners with every region's bytes in a separate device mirror, copied in and out
+    as on cuda/mps (on the cpu here unless KTIR_MODELS_TEST_DEVICE names a GPU). The kernels with
+    inter-tile ops run their cores as threads that first touch the output's mirror at once: each
+    core's writes must land in the one mirror the result is read from."""
+    monkeypatch.setattr(ktir, "Machine", torch_machine_factory(separate_mirrors=True))
+    test_examples.test_example_kernel(rel_path)
+
+
 def test_example_runners_really_build_torch_machines(monkeypatch, corpus_dir) -> None:
     """Guard for the test above: the patched name is the one the runners use."""
     made = []
@@ -217,7 +237,7 @@ def test_example_runners_really_build_torch_machines(monkeypatch, corpus_dir) ->
 
 
 def _fault_message(backend: str, make_and_run) -> str:
-    machine_kwargs = {"backend": backend, "device": "cpu"}
+    machine_kwargs = {"backend": backend, "device": device_for(backend)}
     with pytest.raises(ktir.EmulationFault) as info:
         make_and_run(machine_kwargs)
     return str(info.value)

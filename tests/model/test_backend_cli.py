@@ -362,10 +362,29 @@ def test_benchmark_torch_cpu_names_backend_and_device(tmp_path):
     out = tmp_path / "bench.json"
     done = run_benchmark(out, "--backend", "torch", "--device", "cpu")
     assert f"torch {torch.__version__} (cpu)" in done.stdout
+    assert "native transformers on cpu" in done.stdout
     figures = json.loads(out.read_text())
     assert (figures["backend"], figures["device"]) == ("torch", "cpu")
     assert figures["backend_version"] == f"torch {torch.__version__} (cpu)"
     assert figures["logits_finite"] is True and figures["emulated_ms"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device, present, word", DEVICES, ids=[d[0] for d in DEVICES])
+def test_benchmark_on_a_present_device_compares_on_that_device(tmp_path, device, present, word):
+    """On a GPU the native pass runs on the GPU too, the floor is the GPU memory's, and there is
+    no one-thread timing (threads are a cpu matter)."""
+    if not present:
+        pytest.skip(f"needs a {word} device")
+    pytest.importorskip("transformers")
+    out = tmp_path / "bench.json"
+    done = run_benchmark(out, "--backend", "torch", "--device", device)
+    assert f"native transformers on {device}" in done.stdout
+    assert f"MiB, {device}, best of 5" in done.stdout
+    figures = json.loads(out.read_text())
+    assert (figures["backend"], figures["device"]) == ("torch", device)
+    assert figures["native_1thread_ms"] is None and figures["logits_finite"] is True
+    assert figures["read_bandwidth_gbs"] > 0 and figures["agreement"]["cosine"] > 0.99
 
 
 @pytest.mark.slow

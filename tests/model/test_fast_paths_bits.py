@@ -14,11 +14,12 @@ import pytest
 
 from fixture_runs import FIXTURES, bits, prepared
 from ktir_models.ktir.backends import seqmm
+from torch_test_device import TORCH_DEVICE
 
 PROGRAMS = [("tiny-mha-decode", "tiny-mha"), ("tiny-mha-prefill7", "tiny-mha"),
             ("tiny-gqa4-llama3-prefill32", "tiny-gqa4-llama3")]
 BACKENDS = {"numpy-native": {"native_matmul": True}, "numpy-blas": {"native_matmul": False},
-            "torch": {"backend": "torch", "device": "cpu"}}
+            "torch": {"backend": "torch", "device": TORCH_DEVICE}}
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from ktir_models.errors import UserError
 from ktir_models.model.inputs.bindings import load_weight, pass_spec
 from ktir_models.model.registry import resolve_model
 from ktir_models.model.checks.report import judge
+from torch_test_device import TORCH_DEVICE
 
 PREFILLS = [("tiny-mha-prefill7", "tiny-mha"), ("tiny-gqa4-llama3-prefill32", "tiny-gqa4-llama3")]
 native = pytest.mark.skipif(not seqmm.available(),
@@ -50,7 +51,7 @@ def test_blas_machines_compute_all_rows_and_return_the_last(backend):
     """OpenBLAS (and torch's BLAS) sum one row in another order than many: no one-row kernel."""
     if backend == "torch":
         pytest.importorskip("torch")
-        machine = {"backend": "torch", "device": "cpu"}
+        machine = {"backend": "torch", "device": TORCH_DEVICE}
     else:
         machine = {"native_matmul": False}
     runner, inputs, _ = prepared(FIXTURES / "tiny-mha-prefill7", "tiny-mha", **machine)

@@ -16,6 +16,7 @@ from ktir_models.cli import main
 from ktir_models.model.emit.tiling import LX_BYTES
 
 from .conftest import NEW_TOKENS, SERVE_CONFIGS, scenario, serve_scenario, write_requests
+from torch_test_device import TORCH_DEVICE
 
 CASES = [(name, "numpy") for name in SERVE_CONFIGS] + [("llama", "torch"), ("mistral", "torch")]
 LX_LIMIT = LX_BYTES
@@ -46,7 +47,7 @@ def _checked(doc: dict) -> None:
 @pytest.mark.parametrize("family,backend", CASES)
 def test_scenario_passes(serve_checkpoints, family, backend):
     ckpt = serve_checkpoints[family]
-    report = serve_scenario(ckpt, backend=backend, device="cpu" if backend == "torch" else "auto")
+    report = serve_scenario(ckpt, backend=backend, device=TORCH_DEVICE if backend == "torch" else "auto")
     assert report.passed, report.failures
     _checked(json.loads(json.dumps(report.to_dict())))
 

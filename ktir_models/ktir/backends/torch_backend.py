@@ -10,7 +10,9 @@ machine's life (weights stay resident). On the cpu device the mirror *is* the ho
 (``torch.from_numpy`` shares memory), so host reads and writes need no copies; on cuda/mps the
 :class:`~ktir_models.ktir.exec.machine.Buffer` methods copy between host and device at the graph's inputs
 and results only (:meth:`TorchBackend.push` / :meth:`TorchBackend.pull`). The written-byte masks
-stay on the host: they are bookkeeping, not data.
+stay on the host: they are bookkeeping, not data. Invariant: a region has at most one mirror, also
+when a grid's core threads (inter-tile runs) first touch it at once. ``separate_mirrors=True`` keeps
+separate mirrors on the cpu too, so that machines without a GPU run (and test) the copy paths.
 
 Numerics against numpy (docs/backends.md): f16 + - * / and casts round exactly as numpy does (torch
 computes half ops in f32 and rounds once); f32 matmuls and reductions use the device's BLAS and
@@ -21,6 +23,7 @@ accumulate in f32.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -57,10 +60,12 @@ class TorchBackend:
     # tensors live in torch (on a device, or host memory torch owns): no numpy-only fast tier
     caps = NONE
 
-    def __init__(self, device: str = "cpu"):
+    def __init__(self, device: str = "cpu", separate_mirrors: bool = False):
         self.device = device
         self.tdevice = torch.device(device)
-        self.shared = self.tdevice.type == "cpu"  # device memory is the host array
+        # on the cpu the device memory is the host array, unless asked to copy as cuda/mps do
+        self.shared = self.tdevice.type == "cpu" and not separate_mirrors
+        self._mirror_lock = threading.Lock()
         self.array_type = torch.Tensor
         self.wide_float = np.dtype(np.float32 if self.tdevice.type == "mps" else np.float64)
         self._dt = _dtype_table()
@@ -311,15 +316,23 @@ class TorchBackend:
         """The device mirror of an HBM region's / LX scratchpad's bytes (made on first use)."""
         dev = owner.dev
         if dev is None:
-            with warnings.catch_warnings():
-                # read-only host arrays (memory-mapped weights) are never written through here:
-                # stores into read-only regions fault before touching memory
-                warnings.simplefilter("ignore", UserWarning)
-                host = torch.from_numpy(owner.data)
-            dev = host if self.shared else host.to(self.tdevice)
-            owner.dev = dev
-            owner.dev_typed = {}
+            # the cores of an inter-tile grid run as threads: two of them asking at once must get
+            # the same mirror, or one core's writes land in a copy that is then dropped
+            with self._mirror_lock:
+                dev = owner.dev
+                if dev is None:
+                    dev = self._new_mirror(owner)
+                    owner.dev_typed = {}
+                    owner.dev = dev
         return dev
+
+    def _new_mirror(self, owner):
+        with warnings.catch_warnings():
+            # read-only host arrays (memory-mapped weights) are never written through here:
+            # stores into read-only regions fault before touching memory
+            warnings.simplefilter("ignore", UserWarning)
+            host = torch.from_numpy(owner.data)
+        return host if self.shared else host.to(self.tdevice, copy=True)
 
     def typed(self, owner, dtype):
         dt = np.dtype(dtype)
