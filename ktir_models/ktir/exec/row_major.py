@@ -23,6 +23,8 @@ import os
 
 import numpy as np
 
+from ..backends.strided_copy import c_order
+
 
 # An nn operand streams from memory in order only where the kernel reads its rows whole; a row
 # wider than a work item's columns is read a chunk at a time, in strided runs. Measured on Zen 4,
@@ -71,9 +73,9 @@ def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
     if hit is not None and hit[0] is region:
         return hit[1]
     if n_axis == -1:
-        copy = np.ascontiguousarray(block)
+        copy = c_order(block)
     else:
-        copy = np.ascontiguousarray(block.swapaxes(-1, -2)).swapaxes(-1, -2)
+        copy = c_order(block.swapaxes(-1, -2)).swapaxes(-1, -2)
     kept = _keep(machine, key, region, copy)
     return block if kept is None else kept
 
@@ -106,7 +108,7 @@ class BlockedWeight:
         if hit is not None and hit[0] is region:
             return BlockedWeight(hit[1], boxes, N)
         G = N // BLOCK
-        copy = np.ascontiguousarray(kn.reshape(boxes, K, G, BLOCK).transpose(0, 2, 1, 3))
+        copy = c_order(kn.reshape(boxes, K, G, BLOCK).transpose(0, 2, 1, 3))
         kept = _keep(machine, key, region, copy.reshape(boxes * G, K, BLOCK))
         return None if kept is None else BlockedWeight(kept, boxes, N)
 
