@@ -94,7 +94,14 @@
                           ~13% slower per prefill call on the Intel dev machine (1 thread, calls
                           alternated between builds), its 32 KB f32 slab crowding the L1 */
 #endif
-#define KS_MAX (KSNN > 32 ? (KSNN > KSNN_H ? KSNN : KSNN_H) : 32)  /* slab buffers' rows */
+#ifndef KSNN_AVX2
+#define KSNN_AVX2 64   /* the same on the AVX2 path (KS before): a prefill's calls replayed
+                          (benchmarks/kernel_calls.py --variant) on a 2-core AMD EPYC Zen 3 VM,
+                          against 16: x1.18 smollm2-135m-prefill, x1.16 the emitted prefill-32,
+                          x1.14 llama-3.2-1b prefill-32 (32: x0.91 to x1.23, noisier) */
+#endif
+#define KS_MAX1 (KSNN > 32 ? (KSNN > KSNN_H ? KSNN : KSNN_H) : 32)
+#define KS_MAX (KS_MAX1 > KSNN_AVX2 ? KS_MAX1 : KSNN_AVX2)  /* slab buffers' rows */
 /* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
    (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
 #ifndef NC_NN
@@ -412,9 +419,9 @@ SIMD_INLINE __m256 r16v(__m256 x) {
 /* Weights stream from memory once, in an order the hardware prefetchers do not follow (short
    runs of many rows): fetch the slab PF_SLABS ahead explicitly. */
 SIMD_FN static void prefetch_slab(const job_t *j, const uint16_t *bc, ptrdiff_t k0, ptrdiff_t n0, ptrdiff_t nb) {
-    ptrdiff_t kp = k0 + PF_SLABS * KS;
+    ptrdiff_t kp = k0 + PF_SLABS * j->ks;
     if (!j->nt) {
-        for (ptrdiff_t k = kp; k < kp + KS && k < j->K; k++)
+        for (ptrdiff_t k = kp; k < kp + j->ks && k < j->K; k++)
             for (ptrdiff_t n = 0; n < nb; n += 32) _mm_prefetch((const char *)(bc + k * j->sbo + n0 + n), PF_HINT);
     } else if (kp < j->K) {
         for (ptrdiff_t n = 0; n < nb; n++) _mm_prefetch((const char *)(bc + (n0 + n) * j->sbo + kp), PF_HINT);
@@ -2003,7 +2010,7 @@ static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdif
     j.aids = aids_forced >= 0 ? aids_forced : cpu_streaming_aids();
     j.ahead = PF_AHEAD && j.aids;
     if (j.simd > 2) j.simd = 2;
-    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : KS;
+    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : nt || M <= 2 ? KS : KSNN_AVX2;
     j.mp = (M + 15) / 16 * 16;
     /* the m-vector layout computes mp rows: where the padding is over 1/8 of them the n-vector
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */
