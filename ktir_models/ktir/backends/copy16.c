@@ -2,8 +2,9 @@
  *
  * The weight copies of row_major.py (N-contiguous and blocked forms of a transposed weight) are
  * transposes: the source's unit-stride axis is not the destination's. numpy copies those one
- * element at a time along the destination's rows, each element from another cache line (~0.25
- * GB/s measured on a 2-core AMD EPYC VM: 12 s of a llama-3.2-1b decode's third pass). Here the
+ * element at a time along the destination's rows, each element from another cache line
+ * (0.25-0.55 GB/s measured on a 2-core AMD EPYC VM, ~3 GB of copies in a llama-3.2-1b decode's
+ * third pass). Here the
  * two innermost destination axes are walked in TILE x TILE tiles of whole 64-byte lines; where the
  * source runs along the destination's columns (a transpose), each tile's source lines are read
  * whole into a small buffer first and its destination lines written whole from it. The strides
