@@ -14,7 +14,8 @@
  * threads claim items one at a time, each from the front of its own contiguous range of them and
  * then from the back of another's (a late or slow thread takes fewer; see run_part).
  * Per item, K is walked in slabs of KS k's (16; 32 on the AVX-512 path, 128 there for nn with
- * more than two rows, so that a tile keeps its accumulators over 128 k's). The slab's f16
+ * more than two rows, so that a tile keeps its accumulators over 128 k's; 64 for nn with more
+ * than two rows on the AVX2 path, KSNN_AVX2). The slab's f16
  * weights are read in place (nn) or transposed into an f16 buffer (nt, b = [C, N, K]): AVX2,
  * 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k at a time into 16-column panels
  * (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows) the slab is widened to f32
