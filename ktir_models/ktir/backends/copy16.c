@@ -2,14 +2,13 @@
  *
  * The weight copies of row_major.py (N-contiguous and blocked forms of a transposed weight) are
  * transposes: the source's unit-stride axis is not the destination's. numpy copies those one
- * element at a time along the destination's rows, each element from another cache line
- * (0.25-0.55 GB/s measured on a 2-core AMD EPYC VM, ~3 GB of copies in a llama-3.2-1b decode's
- * third pass). Here the
- * two innermost destination axes are walked in TILE x TILE tiles of whole 64-byte lines; where the
- * source runs along the destination's columns (a transpose), each tile's source lines are read
- * whole into a small buffer first and its destination lines written whole from it. The strides
- * of real weights are powers of two, so a tile's lines share cache sets: a tile that had to stay
- * resident in L1 while it is used element by element would evict itself.
+ * element at a time along the destination's rows, each element from another cache line (0.25-0.55
+ * GB/s measured on a 2-core AMD EPYC VM, ~3 GB of copies in a llama-3.2-1b decode's third pass).
+ * Here the two innermost destination axes are walked in TILE x TILE tiles of whole 64-byte lines;
+ * where the source runs along the destination's columns (a transpose), each tile's source lines
+ * are read whole into a small buffer first and its destination lines written whole from it. The
+ * strides of real weights are powers of two, so a tile's lines share cache sets: a tile that had
+ * to stay resident in L1 while it is used element by element would evict itself.
  *
  * Semantics: dst[i0][i1][i2][i3] = src[i0*s0 + i1*s1 + i2*s2 + i3*s3] for the extents n0..n3,
  * strides in elements (any sign); dst is C-contiguous. A copy: the bits are the source's.
