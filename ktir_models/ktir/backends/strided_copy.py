@@ -1,7 +1,7 @@
 """C-order copies of strided arrays of 2-byte elements (f16, bf16), cache-blocked natively.
 
 The weights' N-contiguous and blocked forms (ktir/exec/row_major.py) are transposed copies of
-read- only weight boxes, made once per box in a pass's warm-up. numpy copies a transpose one
+read-only weight boxes, made once per box in a pass's warm-up. numpy copies a transpose one
 element at a time from a new cache line each (0.25-0.55 GB/s on a 2-core AMD EPYC VM, for ~3 GB
 of copies in the third pass of a llama-3.2-1b decode); ``copy16.c``, built into the seqmm
 library, copies whole tiles of lines (measured there: 1.5-2.5 GB/s on the same shapes). A copy:
