@@ -101,8 +101,8 @@
                           against 16: x1.18 smollm2-135m-prefill, x1.16 the emitted prefill-32,
                           x1.14 llama-3.2-1b prefill-32 (32: x0.91 to x1.23, noisier) */
 #endif
-#define KS_MAX1 (KSNN > 32 ? (KSNN > KSNN_H ? KSNN : KSNN_H) : 32)
-#define KS_MAX (KS_MAX1 > KSNN_AVX2 ? KS_MAX1 : KSNN_AVX2)  /* slab buffers' rows */
+#define MAX2(x, y) ((x) > (y) ? (x) : (y))
+#define KS_MAX MAX2(MAX2(KSNN, KSNN_H), MAX2(KSNN_AVX2, 32))  /* slab buffers' rows: every slab's */
 /* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
    (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
 #ifndef NC_NN
