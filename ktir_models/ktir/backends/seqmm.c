@@ -15,7 +15,7 @@
  * then from the back of another's (a late or slow thread takes fewer; see run_part).
  * Per item, K is walked in slabs of KS k's (16; 32 on the AVX-512 path, 128 there for nn with
  * more than two rows, so that a tile keeps its accumulators over 128 k's; 64 for nn with more
- * than two rows on the AVX2 path, KSNN_AVX2). The slab's f16
+ * than two rows on the AVX2 path, KSNN_AVX2; 32 for nt there, KSNT_AVX2). The slab's f16
  * weights are read in place (nn) or transposed into an f16 buffer (nt, b = [C, N, K]): AVX2,
  * 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k at a time into 16-column panels
  * (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows) the slab is widened to f32
@@ -94,6 +94,13 @@
 #define KSNN_H 64      /* the same with AVX512-FP16 (the many-rows f16-chain tiles): 128 measured
                           ~13% slower per prefill call on the Intel dev machine (1 thread, calls
                           alternated between builds), its 32 KB f32 slab crowding the L1 */
+#endif
+#ifndef KSNT_AVX2
+#define KSNT_AVX2 32   /* k's per slab of nt on the AVX2 path: a weight row's whole 64-byte line
+                          per slab, where 16 k's read half a line and came back for the other
+                          half two slabs later (rows 8 KB apart share one L1 set). Decode-shaped
+                          calls (one row; 4096 x 4096, 4096 x 12800, 12800 x 4096, 2 threads,
+                          replayed in turns) on the Zen 3 VM: x1.16-1.23 against 16; 64: x1.13 */
 #endif
 #ifndef KSNN_AVX2
 #define KSNN_AVX2 64   /* the same on the AVX2 path (KS before): a prefill's calls replayed
@@ -424,8 +431,9 @@ SIMD_FN static void prefetch_slab(const job_t *j, const uint16_t *bc, ptrdiff_t 
     if (!j->nt) {
         for (ptrdiff_t k = kp; k < kp + j->ks && k < j->K; k++)
             for (ptrdiff_t n = 0; n < nb; n += 32) _mm_prefetch((const char *)(bc + k * j->sbo + n0 + n), PF_HINT);
-    } else if (kp < j->K) {
-        for (ptrdiff_t n = 0; n < nb; n++) _mm_prefetch((const char *)(bc + (n0 + n) * j->sbo + kp), PF_HINT);
+    } else {
+        for (ptrdiff_t k = kp; k < kp + j->ks && k < j->K; k += 32)
+            for (ptrdiff_t n = 0; n < nb; n++) _mm_prefetch((const char *)(bc + (n0 + n) * j->sbo + k), PF_HINT);
     }
 }
 
@@ -486,10 +494,7 @@ SIMD_FN static void slab16_nt(const job_t *j, scratch_t *w, const uint16_t *bc, 
         ptrdiff_t kk = 0;
         if (g + 8 <= nb) {
             const uint16_t *src = bc + (n0 + g) * sbo + k0;
-            if (ks == 16) {
-                transpose8x16(src, sbo, slab + g, ncp);
-                continue;
-            }
+            for (; kk + 16 <= ks; kk += 16) transpose8x16(src + kk, sbo, slab + kk * ncp + g, ncp);
             for (; kk + 8 <= ks; kk += 8) {
                 __m128i r[8], y[8];
                 for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i *)(src + i * sbo + kk));
@@ -2011,7 +2016,7 @@ static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdif
     j.aids = aids_forced >= 0 ? aids_forced : cpu_streaming_aids();
     j.ahead = PF_AHEAD && j.aids;
     if (j.simd > 2) j.simd = 2;
-    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : nt || M <= 2 ? KS : KSNN_AVX2;
+    j.ks = j.simd == 2 ? (nt || M <= 2 ? KS512 : j.fp16 ? KSNN_H : KSNN) : nt ? KSNT_AVX2 : M <= 2 ? KS : KSNN_AVX2;
     j.mp = (M + 15) / 16 * 16;
     /* the m-vector layout computes mp rows: where the padding is over 1/8 of them the n-vector
        tiles are faster (measured: M = 20 loses ~10% at kb 64-128, M = 16, 32, 48, 128 gain) */
