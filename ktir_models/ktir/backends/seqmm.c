@@ -565,6 +565,10 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
     const int ag = j->acc_given, p16 = j->part16, a16 = j->acc16;
     const uint16_t *w16;  /* the slab's weights, f16, [ks][>= nbp], row stride ws16 */
     ptrdiff_t ws16;
+    /* the tiles cover the item's columns in whole 16-column strips, not its padding to the
+       item alignment: 48 columns are three strips, not two of 32 (a quarter of the FMAs spent
+       on padding; padding columns are never stored) */
+    nbp = (nb + 15) / 16 * 16;
     prefetch_slab(j, bc, k0, n0, nb);
     if (j->nt) {
         slab16_nt(j, w, bc, k0, ks, n0, nb, nbp);
@@ -580,11 +584,15 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
         if (M == 1) {
             for (; n + 64 <= nbp; n += 64)
                 tile(1, 8, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
-            for (; n < nbp; n += 32)
+            for (; n + 32 <= nbp; n += 32)
                 tile(1, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+            if (n < nbp)
+                tile(1, 2, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
         } else {
-            for (; n < nbp; n += 32)
+            for (; n + 32 <= nbp; n += 32)
                 tile(2, 4, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
+            if (n < nbp)
+                tile(2, 2, 1, w->a32, K, w16 + n, ws16, w->s + n, w->r + n, ncp, k0, ks, kb, ag, p16, a16);
         }
         return;
     }
