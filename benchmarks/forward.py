@@ -391,8 +391,9 @@ def main() -> int:
         del runner, emulate  # the machine's HBM (the marshalled weights) and plans go with it
         gc.collect()
 
-    native_device = str(torch.device(backend.device))
-    on_cpu = torch.device(native_device).type == "cpu"  # torch threads matter there only
+    native_tdevice = torch.device(backend.device)
+    native_device = str(native_tdevice)
+    on_cpu = native_tdevice.type == "cpu"  # torch threads matter there only
     timed_native = native_pass_factory(ckpt, pass_, native_device, args.native_dtype)
     native_resident = resident_gib()  # just after loading: what the native model holds
     timed_native()  # warm-up

@@ -100,7 +100,7 @@
                           per slab, where 16 k's read half a line and came back for the other
                           half two slabs later (rows 8 KB apart share one L1 set). Decode-shaped
                           calls (one row; 4096 x 4096, 4096 x 12800, 12800 x 4096, 2 threads,
-                          replayed in turns) on the Zen 3 VM: x1.16-1.23 against 16; 64: x1.13 */
+                          replayed in turns) on the Zen 3 VM: x1.16 against 16; 64: x1.13 */
 #endif
 #ifndef KSNN_AVX2
 #define KSNN_AVX2 64   /* the same on the AVX2 path (KS before): a prefill's calls replayed
@@ -109,7 +109,7 @@
                           x1.14 llama-3.2-1b prefill-32 (32: x0.91 to x1.23, noisier) */
 #endif
 #define MAX2(x, y) ((x) > (y) ? (x) : (y))
-#define KS_MAX MAX2(MAX2(KSNN, KSNN_H), MAX2(KSNN_AVX2, 32))  /* slab buffers' rows: every slab's */
+#define KS_MAX MAX2(MAX2(KSNN, KSNN_H), MAX2(MAX2(KSNN_AVX2, KSNT_AVX2), 32))  /* slab buffers' rows: every slab's */
 /* columns per work item. nn (b [K, N]): wide, so each weight row is read in long runs. nt
    (b [N, K]): narrow, so an item's rows are one contiguous block of b read front to back. */
 #ifndef NC_NN
