@@ -18,8 +18,9 @@
  * than two rows on the AVX2 path, KSNN_AVX2; 32 for nt there, KSNT_AVX2). The slab's f16
  * weights are read in place (nn) or transposed into an f16 buffer (nt, b = [C, N, K]): AVX2,
  * 8 n x 16 k at a time into rows [k][n]; AVX-512, 16 n x 32 k at a time into 16-column panels
- * (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows) the slab is widened to f32
- * once and reused by every row. A register-blocked micro-kernel runs
+ * (see PANEL_POS). With M > 2 rows (stacked cores, prefill rows) the AVX-512 path widens the
+ * slab to f32 once for every row; the AVX2 tiles widen each weight as they use it. A
+ * register-blocked micro-kernel runs
  * a tile of rows x columns over the slab's k's, closing a trip (round the partial, chain it into
  * r) whenever a trip boundary is crossed; a partial that spans slabs waits in an f32 buffer s.
  * The weights, which stream from memory (decode is bandwidth bound), are prefetched twice: a few
@@ -509,13 +510,6 @@ SIMD_FN static void slab16_nt(const job_t *j, scratch_t *w, const uint16_t *bc, 
     }
 }
 
-/* slab32 = f32(rows [0, ks) x columns [0, nbp) of the f16 matrix src with row stride ss) */
-SIMD_FN static void widen(float *dst, ptrdiff_t ds, const uint16_t *src, ptrdiff_t ss, ptrdiff_t ks, ptrdiff_t nbp) {
-    for (ptrdiff_t kk = 0; kk < ks; kk++)
-        for (ptrdiff_t n = 0; n < nbp; n += 8)
-            _mm256_storeu_ps(dst + kk * ds + n, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + kk * ss + n))));
-}
-
 /* Rows [0, MR) x columns [0, 8*NV) of a tile over ks k's, weights f16 (W16) or f32, row
    stride ws; MR, NV, W16 are compile-time constants at every call. Accumulators open at +0 on a
    trip's first k, close (round, chain into r) after its last k, wait in s between slabs. */
@@ -596,21 +590,26 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
         }
         return;
     }
-    /* many rows: convert the slab once, then 6 x 16 register tiles */
-    widen(w->slab, ncp, w16, ws16, ks, nbp);
-    for (ptrdiff_t m0 = 0; m0 < M; m0 += MR_MAX) {
-        ptrdiff_t mr = M - m0 < MR_MAX ? M - m0 : MR_MAX;
+    /* many rows: tiles of up to 6 rows x 16 columns, the rows shared out evenly (32 rows are
+       6+6+5+5+5+5, not five 6s and a 2, whose 4 accumulators leave half the FMA slots idle),
+       each weight widened in the tile as it is used. On Zen 3 the vcvtph2ps there costs less
+       than widening the slab into an f32 buffer first (another pass over it through L1): the
+       smollm2-135m-prefill program's kb 64/128 calls replayed in turns, 2 threads, 60.9 ->
+       57.5 ms for the even rows, -> 55.3 ms with both. */
+    const ptrdiff_t tiles = (M + MR_MAX - 1) / MR_MAX, per = M / tiles, more = M % tiles;
+    for (ptrdiff_t ti = 0, m0 = 0; ti < tiles; m0 += per + (ti < more), ti++) {
+        ptrdiff_t mr = per + (ti < more);
         const float *am = w->a32 + m0 * K;
         float *sm = w->s + m0 * ncp, *rm = w->r + m0 * ncp;
         for (ptrdiff_t n = 0; n < nbp; n += 16) {
-            const float *wn = w->slab + n;
+            const uint16_t *wn = w16 + n;
             switch (mr) {
-            case 6: tile(6, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
-            case 5: tile(5, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
-            case 4: tile(4, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
-            case 3: tile(3, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
-            case 2: tile(2, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
-            default: tile(1, 2, 0, am, K, wn, ncp, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 6: tile(6, 2, 1, am, K, wn, ws16, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 5: tile(5, 2, 1, am, K, wn, ws16, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 4: tile(4, 2, 1, am, K, wn, ws16, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 3: tile(3, 2, 1, am, K, wn, ws16, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            case 2: tile(2, 2, 1, am, K, wn, ws16, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
+            default: tile(1, 2, 1, am, K, wn, ws16, sm + n, rm + n, ncp, k0, ks, kb, ag, p16, a16); break;
             }
         }
     }
