@@ -148,37 +148,59 @@ void seqmm_cvt_f2h(const uint32_t *x, uint16_t *y, ptrdiff_t n, int simd) {
  * commutative instruction, numpy's and ours alike). Every element, tails included, goes through
  * the same vector instructions. */
 #if CVT_SIMD
-__attribute__((target("avx2,f16c")))
-static inline __m256 binop8(__m256 x, __m256 y, int op) {
-    switch (op) {
-    case 0: return _mm256_add_ps(x, y);
-    case 1: return _mm256_sub_ps(x, y);
-    case 2: return _mm256_mul_ps(x, y);
-    default: return _mm256_div_ps(x, y);
+/* 8 lanes at a time, the operands widened and the result narrowed in registers (one vcvtps2ph
+   where the 8 results hold no NaN, else f2h_bits lane by lane: numpy's NaN rule); the tail
+   through zero-padded copies and the same instructions. One loop per op: the op is not
+   re-dispatched per vector. (Narrowing through a buffer and f2h_f16c cost ~2.5 cycles an
+   element on Zen 3: 13.7 us for 18432 elements; this ~4x less.) */
+#define BINOP_F16C(NAME, OPF)                                                                     \
+    __attribute__((target("avx2,f16c")))                                                          \
+    static void NAME(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrdiff_t n) {         \
+        uint16_t ta[8], tb[8], to[8];                                                             \
+        float r[8];                                                                               \
+        for (ptrdiff_t i = 0; i < n; i += 8) {                                                    \
+            ptrdiff_t m = n - i < 8 ? n - i : 8;                                                  \
+            const uint16_t *pa = a + i, *pb = b + i;                                              \
+            uint16_t *po = out + i;                                                               \
+            if (m < 8) {                                                                          \
+                memset(ta, 0, sizeof ta);                                                         \
+                memset(tb, 0, sizeof tb);                                                         \
+                memcpy(ta, pa, (size_t)m * 2);                                                    \
+                memcpy(tb, pb, (size_t)m * 2);                                                    \
+                pa = ta;                                                                          \
+                pb = tb;                                                                          \
+                po = to;                                                                          \
+            }                                                                                     \
+            /* exact widening; a signalling NaN is quieted here instead of by the f32            \
+               operation, which gives the same quiet NaN */                                       \
+            __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pa));                     \
+            __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));                     \
+            __m256 z = OPF(x, y);                                                                 \
+            if (_mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q))) {                          \
+                _mm256_storeu_ps(r, z);                                                           \
+                for (int k = 0; k < 8; k++) {                                                     \
+                    uint32_t bits;                                                                \
+                    memcpy(&bits, r + k, 4);                                                      \
+                    po[k] = f2h_bits(bits);                                                       \
+                }                                                                                 \
+            } else {                                                                              \
+                _mm_storeu_si128((__m128i *)po,                                                   \
+                                 _mm256_cvtps_ph(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); \
+            }                                                                                     \
+            if (m < 8) memcpy(out + i, to, (size_t)m * 2);                                        \
+        }                                                                                         \
     }
-}
+BINOP_F16C(add_f16c, _mm256_add_ps)
+BINOP_F16C(sub_f16c, _mm256_sub_ps)
+BINOP_F16C(mul_f16c, _mm256_mul_ps)
+BINOP_F16C(div_f16c, _mm256_div_ps)
 
-__attribute__((target("avx2,f16c")))
 static void binop_f16c(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrdiff_t n, int op) {
-    uint16_t ta[8], tb[8];
-    uint32_t r[8];
-    for (ptrdiff_t i = 0; i < n; i += 8) {
-        ptrdiff_t m = n - i < 8 ? n - i : 8;
-        const uint16_t *pa = a + i, *pb = b + i;
-        if (m < 8) {  /* the tail through the same instructions */
-            memset(ta, 0, sizeof ta);
-            memset(tb, 0, sizeof tb);
-            memcpy(ta, pa, (size_t)m * 2);
-            memcpy(tb, pb, (size_t)m * 2);
-            pa = ta;
-            pb = tb;
-        }
-        /* exact widening; a signalling NaN is quieted here instead of by the f32 operation,
-           which gives the same quiet NaN */
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pa));
-        __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pb));
-        _mm256_storeu_ps((float *)r, binop8(x, y, op));
-        f2h_f16c(r, out + i, m);
+    switch (op) {
+    case 0: add_f16c(a, b, out, n); break;
+    case 1: sub_f16c(a, b, out, n); break;
+    case 2: mul_f16c(a, b, out, n); break;
+    default: div_f16c(a, b, out, n); break;
     }
 }
 
