@@ -35,6 +35,7 @@ class _Native:
     f2h: object
     binop: object
     any_nonfinite: object
+    lut: object
     simd: int
     ext: object = None
 
@@ -50,7 +51,7 @@ def _functions() -> _Native | None:
         simd = 0 if lib is None else int(lib.seqmm_simd_level(loaded.force))
         _made[:] = [loaded, None if lib is None else
                     _Native(lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h, lib.seqmm_f16_binop,
-                            lib.seqmm_f16_any_nonfinite, simd, loaded.ext)]
+                            lib.seqmm_f16_any_nonfinite, lib.seqmm_f16_lut, simd, loaded.ext)]
     return _made[1]
 
 
@@ -148,6 +149,31 @@ def _repeat(ext, name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     out = np.empty(big.shape, F16)
     ext.binop_repeat(big, small, out, BINOPS[name], small_left)
+    return out
+
+
+TABLE_ENTRIES = 1 << 16  # one per f16 bit pattern
+
+
+def lookup(table: np.ndarray, x) -> np.ndarray | None:
+    """``table[x]`` for the f16 array ``x`` read as its bit patterns, in one native pass:
+    ``table`` is a C-contiguous [65536] float16 array holding a unary function's result for
+    every f16 value (math.py's tables). None where numpy should compute the function instead
+    (another dtype, no library, or through ctypes an array under :data:`MIN_ELEMENTS`)."""
+    if type(x) is not np.ndarray or x.dtype != F16:
+        return None
+    fns = _functions()
+    if fns is None or fns.ext is None and x.size < MIN_ELEMENTS:
+        return None
+    if table.dtype != F16 or table.shape != (TABLE_ENTRIES,) or not table.flags.c_contiguous:
+        raise ValueError("lookup: the table must be a C-contiguous [65536] float16 array")
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    out = np.empty(x.shape, F16)
+    if fns.ext is not None:
+        fns.ext.lut(table, x, out)
+    else:
+        fns.lut(table.ctypes.data, x.ctypes.data, out.ctypes.data, x.size)
     return out
 
 

@@ -261,6 +261,14 @@ int seqmm_f16_binop(const uint16_t *a, const uint16_t *b, uint16_t *out, ptrdiff
     return 0;
 }
 
+/* ---------------------------------------------------------------- f16 functions by table
+ * out[i] = table[x[i]] for n f16 elements: a unary function of an f16 value, given as its f16
+ * result at each of the 65536 bit patterns (math.py fills the table with the op's own numpy
+ * evaluation, so the lookup is that evaluation's bits). */
+void seqmm_f16_lut(const uint16_t *table, const uint16_t *x, uint16_t *out, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) out[i] = table[x[i]];
+}
+
 /* ---------------------------------------------------------------- finiteness
  * 1 when any of the n float16 values is an infinity or a NaN (exponent bits all ones), else 0.
  * Chunks keep the inner loop branch-free (vectorised by the compiler) and still stop early. */

@@ -22,23 +22,27 @@ typedef void (*cvt_fn)(const void *, void *, Py_ssize_t, int);
 
 typedef int (*tail_fn)(const void *, const void *, const void *, void *, Py_ssize_t, float, int,
                        int);
+typedef void (*lut_fn)(const uint16_t *, const uint16_t *, uint16_t *, Py_ssize_t);
 
 static binop_fn binop_p;
 static cvt_fn h2f_p, f2h_p;
 static tail_fn tail_p;
+static lut_fn lut_p;
 static int simd_level;
 
 static PyObject *setup(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     (void)self;
-    if (n != 5) {
-        PyErr_SetString(PyExc_TypeError, "setup(binop, h2f, f2h, tail, simd) takes 5 arguments");
+    if (n != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "setup(binop, h2f, f2h, tail, lut, simd) takes 6 arguments");
         return NULL;
     }
     void *b = PyLong_AsVoidPtr(args[0]), *w = PyLong_AsVoidPtr(args[1]),
-         *r = PyLong_AsVoidPtr(args[2]), *t = PyLong_AsVoidPtr(args[3]);
-    long s = PyLong_AsLong(args[4]);
+         *r = PyLong_AsVoidPtr(args[2]), *t = PyLong_AsVoidPtr(args[3]),
+         *l = PyLong_AsVoidPtr(args[4]);
+    long s = PyLong_AsLong(args[5]);
     if (PyErr_Occurred()) return NULL;
-    if (!b || !w || !r || !t) {
+    if (!b || !w || !r || !t || !l) {
         PyErr_SetString(PyExc_ValueError, "setup: a function address is 0");
         return NULL;
     }
@@ -46,6 +50,7 @@ static PyObject *setup(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     h2f_p = (cvt_fn)w;
     f2h_p = (cvt_fn)r;
     tail_p = (tail_fn)t;
+    lut_p = (lut_fn)l;
     simd_level = (int)s;
     Py_RETURN_NONE;
 }
@@ -177,6 +182,20 @@ static PyObject *silu_tail(PyObject *self, PyObject *const *args, Py_ssize_t n) 
     return done(ok, "silu_tail: a, e, u and out must hold as many elements of their sizes");
 }
 
+/* lut(table, x, out): out = table[x] elementwise (seqmm_f16_lut): table holds 65536 2-byte
+   entries, x and out as many 2-byte elements. */
+static PyObject *lut(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    (void)self;
+    if (!called(n, 3, "lut(table, x, out)")) return NULL;
+    Py_buffer v[3];
+    if (acquire(args, 3, v) < 0) return NULL;
+    int ok = v[0].len == 2 * 65536 && v[1].len == v[2].len && v[2].len % 2 == 0;
+    if (ok) lut_p(v[0].buf, v[1].buf, v[2].buf, v[2].len / 2);
+    release(v, 3);
+    return done(ok, "lut: table must hold 65536 2-byte entries, x and out as many 2-byte "
+                    "elements");
+}
+
 /* convert(x, out): f16 -> f32 when out holds twice x's bytes, f32 -> f16 when half; the same
    element count either way. */
 static PyObject *convert(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -216,13 +235,16 @@ static PyMethodDef methods[] = {
     {"pointers", (PyCFunction)(void (*)(void))pointers, METH_FASTCALL,
      "pointers(a, b, c): the three arrays' data addresses"},
     {"setup", (PyCFunction)(void (*)(void))setup, METH_FASTCALL,
-     "setup(binop, h2f, f2h, tail, simd): the library's function addresses and SIMD level"},
+     "setup(binop, h2f, f2h, tail, lut, simd): the library's function addresses and SIMD "
+     "level"},
     {"binop", (PyCFunction)(void (*)(void))binop, METH_FASTCALL,
      "binop(a, b, out, op): f16 + - * / through f32 into out"},
     {"binop_repeat", (PyCFunction)(void (*)(void))binop_repeat, METH_FASTCALL,
      "binop_repeat(big, small, out, op, small_left): a broadcast operand repeated along big"},
     {"silu_tail", (PyCFunction)(void (*)(void))silu_tail, METH_FASTCALL,
      "silu_tail(a, e, u, out, k, mode): out = R(R(a / R(k + e)) * u), rounded as the ops"},
+    {"lut", (PyCFunction)(void (*)(void))lut, METH_FASTCALL,
+     "lut(table, x, out): out = table[x], an f16 function by its 65536 values"},
     {"convert", (PyCFunction)(void (*)(void))convert, METH_FASTCALL,
      "convert(x, out): f16 <-> f32, numpy's astype bits"},
     {NULL, NULL, 0, NULL}};

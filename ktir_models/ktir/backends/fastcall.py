@@ -122,7 +122,7 @@ def load(lib, simd: int):
             return None
         address = [ctypes.cast(fn, ctypes.c_void_p).value
                    for fn in (lib.seqmm_f16_binop, lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h,
-                              lib.seqmm_silu_tail)]
+                              lib.seqmm_silu_tail, lib.seqmm_f16_lut)]
         module.setup(*address, int(simd))
         reason = None
         return module

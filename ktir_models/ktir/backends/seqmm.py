@@ -172,6 +172,8 @@ def _load() -> _Loaded:
             lib.seqmm_f16_binop.argtypes = [_P, _P, _P, _I, ctypes.c_int, ctypes.c_int]
             lib.seqmm_f16_binop.restype = ctypes.c_int
             lib.seqmm_f16_any_nonfinite.argtypes = [_P, _I]
+            lib.seqmm_f16_lut.argtypes = [_P, _P, _P, _I]
+            lib.seqmm_f16_lut.restype = None
             lib.seqmm_f16_any_nonfinite.restype = ctypes.c_int
             lib.seqmm_copy16.argtypes = [_P, _P, _P, _P]
             lib.seqmm_copy16.restype = None
