@@ -308,10 +308,72 @@ static const float *tail_load(const void *x, ptrdiff_t i, ptrdiff_t m, int f16, 
     return buf;
 }
 
+#if CVT_SIMD
+/* The all-f16 chain 8 lanes at a time in registers: each rounding to f16 is a vcvtps2ph +
+   vcvtph2ps round trip, which for the quiet NaNs that f32 operations give keeps the sign and the
+   top 10 significand bits as f2h_bits + h2f_bits do; an input's signalling NaN is quieted on
+   widening instead of by the first operation that reads it (the same quiet NaN). The result is
+   narrowed as binop's are. The tail through zero-padded copies. */
+__attribute__((target("avx2,f16c")))
+static __m256 r16_f16c(__m256 x) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+__attribute__((target("avx2,f16c")))
+static void silu_tail_f16c(const uint16_t *a, const uint16_t *e, const uint16_t *u, uint16_t *out,
+                           ptrdiff_t n, float k, int u_left) {
+    const __m256 kv = _mm256_set1_ps(k);
+    uint16_t ta[8], te[8], tu[8], to[8];
+    float r[8];
+    for (ptrdiff_t i = 0; i < n; i += 8) {
+        ptrdiff_t m = n - i < 8 ? n - i : 8;
+        const uint16_t *pa = a + i, *pe = e + i, *pu = u + i;
+        uint16_t *po = out + i;
+        if (m < 8) {
+            memset(ta, 0, sizeof ta);
+            memset(te, 0, sizeof te);
+            memset(tu, 0, sizeof tu);
+            memcpy(ta, pa, (size_t)m * 2);
+            memcpy(te, pe, (size_t)m * 2);
+            memcpy(tu, pu, (size_t)m * 2);
+            pa = ta;
+            pe = te;
+            pu = tu;
+            po = to;
+        }
+        __m256 va = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pa));
+        __m256 ve = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pe));
+        __m256 vu = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pu));
+        __m256 t = r16_f16c(_mm256_add_ps(kv, ve));
+        t = r16_f16c(_mm256_div_ps(va, t));
+        t = u_left ? _mm256_mul_ps(vu, t) : _mm256_mul_ps(t, vu);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(t, t, _CMP_UNORD_Q))) {
+            _mm256_storeu_ps(r, t);
+            for (int q = 0; q < 8; q++) {
+                uint32_t bits;
+                memcpy(&bits, r + q, 4);
+                po[q] = f2h_bits(bits);
+            }
+        } else {
+            _mm_storeu_si128((__m128i *)po,
+                             _mm256_cvtps_ph(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+        if (m < 8) memcpy(out + i, to, (size_t)m * 2);
+    }
+}
+#endif
+
 int seqmm_silu_tail(const void *a, const void *e, const void *u, void *out, ptrdiff_t n,
                     float k, int mode, int simd) {
     int f16 = mode & 1, out16 = (mode >> 1) & 1, u_left = (mode >> 2) & 1;
     if (f16 && !out16) return 1;
+#if CVT_SIMD
+    if (f16 && simd) {
+        silu_tail_f16c((const uint16_t *)a, (const uint16_t *)e, (const uint16_t *)u,
+                       (uint16_t *)out, n, k, u_left);
+        return 0;
+    }
+#endif
     float ba[TAIL_CHUNK], be[TAIL_CHUNK], bu[TAIL_CHUNK], t[TAIL_CHUNK];
     for (ptrdiff_t i = 0; i < n; i += TAIL_CHUNK) {
         ptrdiff_t m = n - i < TAIL_CHUNK ? n - i : TAIL_CHUNK;
