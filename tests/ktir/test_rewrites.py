@@ -139,3 +139,25 @@ def test_a_loop_that_is_not_the_pattern_is_left_alone():
     out = run_gemm(fn, a, b, (M, N), np.float16, False, False)
     assert sum(patterns.MATCHED.values()) == before
     np.testing.assert_array_equal(out, np.full((M, N), 1.0 + 2 * (16 + 1), np.float16))
+
+
+@pytest.mark.parametrize("init", ["-1.5", "0.0", "-0.0"])
+def test_replayed_runs_of_a_grid_sharing_its_weight_keep_the_init(native_matmul, init):
+    """Cores reading one B with their own A rows run as one kernel call on the rows (gemm_kloop's
+    fast_rows); its core-invariant init is laid out once and reused by every later run. Runs
+    repeated on the same arguments (recorded, then replayed from the tape) give the plain loop's
+    bits every time."""
+    M, K, N, KB, grid = 1, 96, 40, 16, 4
+    fn = kloop_gemm(M, K, N, KB, True, "f16", grid, init=init)
+    a = (RNG.standard_normal((grid * M, K)) * 4).astype(np.float16)
+    b = (RNG.standard_normal((N, K)) * 4).astype(np.float16)
+    with patterns.disabled():
+        plain = run_gemm(fn, a, b, (grid * M, N), np.float16, native_matmul, True)
+    m = ktir.Machine(native_matmul=native_matmul, grid_batching=True)
+    ba, bb = m.hbm.allocate_from(a, name="a"), m.hbm.allocate_from(b, name="b")
+    bo = m.hbm.allocate((grid * M, N), "float16", name="o")
+    plan = m.compile(fn)
+    for _ in range(4):
+        bo.write(np.zeros((grid * M, N), np.float16))
+        plan.run([ba.address, bb.address, bo.address])
+        np.testing.assert_array_equal(bo.read().view(np.uint16), plain.view(np.uint16))

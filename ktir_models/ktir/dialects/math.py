@@ -29,7 +29,8 @@ _F16 = np.dtype(np.float16)
 
 
 def _narrow_float(dt) -> bool:
-    return dt.itemsize < 4 and dt.kind == "f" or dt.name == "bfloat16"
+    # itemsize first: numpy computes dtype.name in Python (~3-5 us a call)
+    return dt.itemsize < 4 and (dt.kind == "f" or dt.name == "bfloat16")
 
 
 def _wide(x):

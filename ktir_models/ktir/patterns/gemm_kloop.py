@@ -381,11 +381,24 @@ def build_native_kloop(c, op, m: KLoop):
         if rows is not None:  # a shared B: the cores' A rows as one [1, C*m, K] operand
             m = A.shape[1]
             call = weighted(rows, B, region)
+            # a core-invariant init (the zero tile a K-loop starts from: a constant) laid out
+            # once as the call's contiguous [1, C*m, ...] accumulator, not at every run; kept
+            # for as long as the same init object comes back, read-only (the kernel only reads
+            # its acc)
+            laid_out: list = [None, None]
 
             def fast_rows(senv):
-                total = np.asarray(senv[init_slot])
-                if not init_varies:
-                    total = np.broadcast_to(total, (C,) + total.shape)
+                total = senv[init_slot]
+                if init_varies:
+                    total = np.asarray(total)
+                elif total is laid_out[0]:
+                    total = laid_out[1]
+                else:
+                    first = np.asarray(total)
+                    whole = np.ascontiguousarray(np.broadcast_to(first, (C,) + first.shape))
+                    whole.flags.writeable = False
+                    laid_out[:] = [total, whole]
+                    total = whole
                 out = call(total.reshape((1, C * m) + total.shape[2:]))
                 senv[res_slot] = out.reshape((C, m) + out.shape[2:])
             return fast_rows
