@@ -123,6 +123,9 @@
 #define NC_NT_WIDE 128  /* nt on the AVX-512 path where the weight rows spread over the L1 sets */
 #endif
 #define NC_ALIGN 32    /* slab/tile columns are padded to this many (micro-kernel strip widths) */
+#ifndef BALANCE_ROWS
+#define BALANCE_ROWS 1
+#endif
 #ifndef MIN_ITEMS
 #define MIN_ITEMS 4    /* with threads > 1, items per thread the columns are split for (see seqmm_kloop) */
 #endif
@@ -2059,6 +2062,12 @@ static int kloop_grouped(const uint16_t *a, ptrdiff_t sac, ptrdiff_t sam, ptrdif
     /* several threads, few items (a small weight over a few cores): narrower items, down to
        NC_ALIGN columns, so that every thread gets a share of the claims */
     while (threads > 1 && C * chunks < MIN_ITEMS * threads && (N + 2 * chunks - 1) / (2 * chunks) >= j.align)
+        chunks *= 2;
+    /* many rows (prefill calls: seconds of work per item), items not a multiple of the threads
+       and few of them: halved, so that the threads finish together (9 items on 2 threads were
+       5 against 4; now 18 of half the width) */
+    if (BALANCE_ROWS && threads > 1 && M > 2 && (C * chunks) % threads != 0 &&
+        C * chunks < 4 * MIN_ITEMS * threads && (N + 2 * chunks - 1) / (2 * chunks) >= j.align)
         chunks *= 2;
     if (chunks > N) chunks = N;
     j.nc = (N + chunks - 1) / chunks;
