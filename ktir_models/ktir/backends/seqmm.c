@@ -124,7 +124,7 @@
 #endif
 #define NC_ALIGN 32    /* slab/tile columns are padded to this many (micro-kernel strip widths) */
 #ifndef BALANCE_ROWS
-#define BALANCE_ROWS 1
+#define BALANCE_ROWS 1 /* many-row calls: a few items not a multiple of the threads halved (seqmm_kloop) */
 #endif
 #ifndef MIN_ITEMS
 #define MIN_ITEMS 4    /* with threads > 1, items per thread the columns are split for (see seqmm_kloop) */
