@@ -39,7 +39,8 @@ import numpy as np
 
 from .. import ktir
 from ..errors import UserError
-from .inputs.bindings import check_weight_shapes, input_tensor_ids, load_weight
+from ..ktir.exec.row_major import host_memory_bytes, room_for_mapped
+from .inputs.bindings import check_weight_shapes, input_tensor_ids, load_weight, map_weight, weight_source_bytes
 from .manifest import MANIFEST_FILE, Manifest
 from .program import LoadedProgram, ParsedProgram, parse_program
 
@@ -79,6 +80,17 @@ class Timings:
         return statistics.median(self.execute) if self.execute else 0.0
 
 
+def maps_weights(machine: Any, weight_bytes: int, memory_bytes: int) -> bool:
+    """Whether a runner maps its weights from their files by default: where the machine makes
+    copies of weight boxes for its native kernel (``ktir/exec/row_major.py``) and the weights
+    are over a third of the host's memory, so that the copies would not fit beside weights read
+    into memory (an 8B model's 16 GB on 24 GiB). Mapped, the weights live in the page cache,
+    which gives their pages up as the copies take the memory; read in, they sit in huge pages,
+    which stream faster where no copy is made."""
+    return bool(getattr(machine, "native_matmul", False)) and machine.row_major_bytes > 0 and \
+        weight_bytes > memory_bytes // 3
+
+
 class Runner:
     """Runs one manifest's program; see the module docstring for the phases."""
 
@@ -89,10 +101,13 @@ class Runner:
         show_progress: bool = True,
         backend: Any = None,
         lx_model: str = "allocator",
+        map_weights: bool | None = None,
     ) -> None:
         """``machine``: run on this machine; else a new ``ktir.Machine`` on ``backend`` (a back-end
         object from ``ktir.backends.make_backend`` or a name; default numpy) counting LX with
-        ``lx_model`` (docs/emulator.md, "LX accounting")."""
+        ``lx_model`` (docs/emulator.md, "LX accounting"). ``map_weights``: whether
+        :meth:`marshal` maps the weights stored as F16 from their files instead of reading them
+        into memory; None (default): where :func:`maps_weights` says it pays."""
         if machine is not None and backend is not None:
             raise ValueError("Runner: pass either machine or backend, not both")
         self.manifest = manifest
@@ -110,6 +125,8 @@ class Runner:
         self._last_row: Any = None  # the one-row lm_head (last_token.LastRowHead), built once
         self._replays: _Replays | None = None  # each node's plan.replayer, made between passes
         self.passes: list[PassResult] = []
+        self.map_weights = map_weights
+        self.mapped_bytes = 0  # weight bytes mapped from their checkpoint files (marshal)
 
     # ------------------------------------------------------------------ phase 1: parse + compile
 
@@ -134,10 +151,17 @@ class Runner:
         start = time.perf_counter()
         check_weight_shapes(self.manifest, checkpoint)
         hbm = self.machine.hbm
+        mapping = weight_loader is load_weight and hasattr(checkpoint, "map_f16") and (
+            self.map_weights if self.map_weights is not None else
+            maps_weights(self.machine, weight_source_bytes(self.manifest), host_memory_bytes()))
         for src in self.manifest.sources:
             if src.role != "weight":
                 continue
-            array = weight_loader(self.manifest, checkpoint, src)
+            array = map_weight(self.manifest, checkpoint, src) if mapping else None
+            if array is not None:
+                self.mapped_bytes += array.nbytes
+            else:
+                array = weight_loader(self.manifest, checkpoint, src)
             buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}", read_only=True)
             self._buffers[src.id] = buf
             self.hbm_bytes += array.nbytes
@@ -147,6 +171,8 @@ class Runner:
                 continue
             self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
             self.hbm_bytes += 2 * t.rows * t.cols
+        if self.mapped_bytes:
+            room_for_mapped(self.machine, self.mapped_bytes)
         self._node_args = []  # bound at the first pass (addresses never change after this)
         self._finite_tests = []  # per node: (tensor id, its buffer's finite_test) per output
         self._replays = None

@@ -227,3 +227,78 @@ def test_no_copy_leaves_less_than_a_third_of_the_memory_available(monkeypatch):
     np.testing.assert_array_equal(wa, wb)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
+
+
+def test_block_widths_divide_the_columns_in_strips():
+    from ktir_models.ktir.exec.row_major import block_width
+
+    assert block_width(192) == 64 and block_width(4096) == 64
+    assert block_width(400) == 80   # granite-3.3-8b's gate/up boxes
+    assert block_width(160) == 80 and block_width(48) == 48 and block_width(112) == 112
+    assert block_width(40) is None and block_width(100) is None  # no multiple of 16 divides them
+
+
+def grid_kloop(grid: int, m: int, k: int, n: int, kb: int) -> ktir.Function:
+    """Core c: o[:, c*n:(c+1)*n] = the K-loop of x @ W[c*n:(c+1)*n]^T (f16 partials added in
+    f16), W [grid*n, k]: each core's own box of one read-only weight, read by the K-loop rule
+    (core after core in the first pass, the grid in one kernel call after)."""
+    body = (view("va", "x", (m, k)) + view("vb", "w", (grid * n, k)) + view("vo", "o", (m, grid * n))
+            + "    %core = ktdp.get_compute_tile_id : index\n"
+            + f"    %G = arith.constant {grid} : index\n"
+            + "    scf.for %i = %core to %G step %G {\n"  # the emitter's per-core loop
+            + f"    %n = arith.constant {n} : index\n    %r = arith.muli %i, %n : index\n"
+            + f"    %K = arith.constant {k} : index\n    %KB = arith.constant {kb} : index\n"
+            + f"    %z = arith.constant dense<0.0> : tensor<{ty((m, n))}>\n"
+            + f"    %mm = scf.for %k = %c0 to %K step %KB iter_args(%acc = %z) -> "
+              f"(tensor<{ty((m, n))}>) {{\n"
+            + tile("ta", "va", (m, k), (m, kb), "%c0, %k") + tile("tb", "vb", (grid * n, k), (n, kb), "%r, %k")
+            + load("x", "ta", (m, kb)) + load("w", "tb", (n, kb))
+            + f"    %p = linalg.matmul_transpose_b ins(%x, %w : tensor<{ty((m, kb))}>, "
+              f"tensor<{ty((n, kb))}>) outs(%z : tensor<{ty((m, n))}>) -> tensor<{ty((m, n))}>\n"
+            + f"    %nx = arith.addf %acc, %p : tensor<{ty((m, n))}>\n"
+            + f"    scf.yield %nx : tensor<{ty((m, n))}>\n    }}\n"
+            + tile("to", "vo", (m, grid * n), (m, n), "%c0, %r") + store("mm", "to", (m, n))
+            + "    }\n")
+    return program("%x: index, %w: index, %o: index", body, grid=f"[{grid}]")
+
+
+@pytest.mark.parametrize("n", [160, 48])  # blocks of 80 columns; 48 columns N-contiguous
+def test_a_weight_read_core_by_core_then_as_a_grid_is_held_once(n):
+    """The first pass reads each core's box on its own (one copy per box), later passes the
+    grid's boxes in one call (one stacked copy): the stacked copy then serves the boxes too and
+    their own copies are dropped, so the copies hold the weight's bytes once. The bits are
+    those of a machine without copies, and of numpy's loop within roundings."""
+    grid, m, k, kb = 4, 1, 96, 32
+    w = (RNG.standard_normal((grid * n, k)) * 0.3).astype(np.float16)
+    xs = [RNG.standard_normal((m, k)).astype(np.float16) for _ in range(6)]
+    kinds = []
+
+    def count(mach):
+        kinds.append(sorted({key[0] for key in mach.row_major_cache}))
+        assert mach.row_major_used == (w.nbytes if mach.row_major_bytes else 0)
+        parts = [hit for hit in mach.row_major_cache.values() if len(hit) == 3]
+        return 1 if len(parts) == grid else 0
+    outs = _with_and_without_copies(grid_kloop(grid, m, k, n, kb), w, xs, (m, grid * n), count)
+    assert kinds[0] == (["nn"] if n <= 64 else ["blocked"])
+    want = np.zeros((m, grid * n), np.float16)
+    for k0 in range(0, k, kb):
+        part = xs[-1][:, k0:k0 + kb].astype(np.float64) @ w[:, k0:k0 + kb].astype(np.float64).T
+        want = (want.astype(np.float32) + part.astype(np.float16).astype(np.float32)).astype(np.float16)
+    assert np.allclose(outs[0][-1].view(np.float16).astype(np.float64), want, rtol=4e-3, atol=4e-3)
+
+
+def test_mapped_weights_raise_a_default_budget_only(monkeypatch):
+    from ktir_models.ktir.exec.row_major import room_for_mapped
+
+    monkeypatch.delenv("KTIR_MODELS_ROW_MAJOR_MIB", raising=False)
+    default = ktir.Machine(native_matmul=True)
+    room_for_mapped(default, default.row_major_bytes + (5 << 30))
+    assert default.row_major_bytes == ktir.Machine().row_major_bytes + (5 << 30)
+    for fixed in (ktir.Machine(row_major_bytes=1 << 20), ktir.Machine(row_major_bytes=0)):
+        before = fixed.row_major_bytes
+        room_for_mapped(fixed, 16 << 30)
+        assert fixed.row_major_bytes == before
+    monkeypatch.setenv("KTIR_MODELS_ROW_MAJOR_MIB", "3")
+    pinned = ktir.Machine()
+    room_for_mapped(pinned, 16 << 30)
+    assert pinned.row_major_bytes == 3 << 20

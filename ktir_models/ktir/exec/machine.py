@@ -24,7 +24,7 @@ from ..backends.capabilities import caps_of
 from ..backends.f16_convert import f16_all_finite  # noqa: F401  (re-exported: model/ reads it here)
 from ..backends.f16_convert import nonfinite_probe
 from .compile import compile_function
-from .row_major import default_budget
+from .row_major import budget_from_environment, default_budget
 from ..ir.errors import FaultSignal
 from .execute import RunStats  # noqa: F401  (re-exported: a plan's run report)
 
@@ -417,7 +417,9 @@ class Machine:
 
     ``row_major_bytes``: at most this many bytes of N-contiguous copies of read-only weight boxes
     that the native kernel would read transposed (:mod:`.row_major`; the same bits, read faster);
-    None: a sixth of the host's memory, at most 4 GiB; 0: none.
+    None: a sixth of the host's memory, at most 4 GiB, or ``KTIR_MODELS_ROW_MAJOR_MIB`` (a
+    model runner raises this default to its weights' bytes where it maps them from their files:
+    ``row_major.room_for_mapped``); 0: none.
 
     ``lx_model``: how LX bytes are counted (:mod:`.lx_liveness`): ``"allocator"`` (default; values
     live from definition to last use, elementwise results in place of dying operands) or
@@ -482,6 +484,7 @@ class Machine:
         # key -> (region, array), at most row_major_bytes (None: row_major.default_budget())
         self.row_major_cache: dict = {}
         self.row_major_bytes = default_budget() if row_major_bytes is None else int(row_major_bytes)
+        self.row_major_fixed = row_major_bytes is not None or budget_from_environment()
         self.row_major_used = 0
         self.row_major_views: dict = {}  # id(load view) -> (view, its BlockedWeight)
 

@@ -31,6 +31,23 @@ from ..backends.strided_copy import c_order
 # one GEMV row: a shared 2048 x 2048 weight nn 14.6 GB/s against 18.8 nt; 32 boxes of 256
 # columns nn 18.8, the same bytes as 128 contiguous blocks of 64 columns 26.1 (nt 12.8).
 NARROW = BLOCK = 64  # columns per block of a blocked copy (BlockedWeight); N-contiguous up to this
+STRIP = 16  # other block widths are a multiple of this: the kernel's column strip (two AVX2
+            # vectors); 40-column blocks (32 + an 8-column tail) streamed slower than nt reads
+
+
+def block_width(n: int) -> int | None:
+    """The columns per block of a blocked copy of a weight with ``n`` columns: BLOCK where it
+    divides ``n``, else the widest multiple of STRIP up to 2 * BLOCK that does (granite-3.3-8b's
+    gate/up boxes of 400 columns: 80; on Zen 3 its 4-layer decode 81.6 ms against 97.3 read nt,
+    90.3 in blocks of 16), else None (no blocked copy)."""
+    if n % BLOCK == 0:
+        return BLOCK
+    for width in range(2 * BLOCK, STRIP - 1, -STRIP):
+        if n % width == 0:
+            return width
+    return None
+
+
 MAX_VIEWS = 1 << 16  # load views registered with their blocked copies, per machine
 
 
@@ -56,6 +73,34 @@ def _keep(machine, key, region, copy: np.ndarray):
     return copy
 
 
+def _box_key(kind: str, region, data: int, shape: tuple, strides: tuple) -> tuple:
+    """The cache key of one box's copy: the box's first byte and its last two axes."""
+    return (kind, id(region), data, tuple(shape[-2:]), tuple(strides[-2:]))
+
+
+def _share_boxes(machine, kind: str, region, stacked: np.ndarray, parts) -> None:
+    """After a copy of ``stacked`` ([C, ...] boxes at a constant stride) was kept: each box's
+    own copy (made by a plan that ran core after core, usually the first pass) is dropped, and
+    its key now finds ``parts[i]``, a view into the stacked copy. A weight is then held once,
+    whichever plans read it (an 8B model's copies fill what memory the weights leave)."""
+    cache = machine.row_major_cache
+    base = stacked.__array_interface__["data"][0]
+    for i, part in enumerate(parts):
+        key = _box_key(kind, region, base + i * stacked.strides[0], stacked.shape, stacked.strides)
+        old = cache.get(key)
+        if old is not None and old[0] is region and old[1] is not None:
+            machine.row_major_used -= old[1].nbytes
+        cache[key] = (region, None, part)
+
+
+def _box_hit(machine, key, region):
+    """A cached copy of one box (``_keep``'s, or a part of a stacked copy), or None."""
+    hit = machine.row_major_cache.get(key)
+    if hit is None or hit[0] is not region:
+        return None
+    return hit[1] if len(hit) == 2 else hit[2]
+
+
 def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
     """``block`` (a read-only view of a box of HBM region ``region``), or a copy of it whose
     axis ``n_axis`` (-1 or -2: N of the matmul's B) is unit-stride with every other axis
@@ -67,23 +112,30 @@ def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
         return block
     if block.ndim > 2 and block.shape[0] == 1:  # [1, ...] and [...]: one box, one copy
         return n_contiguous(machine, region, block[0], n_axis)[None]
-    key = (id(region), block.__array_interface__["data"][0], block.shape, block.strides)
-    cache = machine.row_major_cache
-    hit = cache.get(key)
-    if hit is not None and hit[0] is region:
-        return hit[1]
+    if block.ndim == 2:
+        key = _box_key("nn", region, block.__array_interface__["data"][0], block.shape, block.strides)
+    else:
+        key = ("nn", id(region), block.__array_interface__["data"][0], block.shape, block.strides)
+    hit = _box_hit(machine, key, region)
+    if hit is not None:
+        return hit
     if n_axis == -1:
         copy = c_order(block)
     else:
         copy = c_order(block.swapaxes(-1, -2)).swapaxes(-1, -2)
     kept = _keep(machine, key, region, copy)
-    return block if kept is None else kept
+    if kept is None:
+        return block
+    if block.ndim == 3:
+        _share_boxes(machine, "nn", region, block, list(kept))
+    return kept
 
 
 class BlockedWeight:
     """A weight B read by the same rows A in every box of a call ([Cb, K, N], or [Cb, N, K] for
-    transpose_b; Cb = 1 for a weight shared by every row), held as ``data`` [Cb*G, K, BLOCK]:
-    block (c, g) is box c's columns [g*BLOCK, (g+1)*BLOCK), k-major and contiguous, so the kernel
+    transpose_b; Cb = 1 for a weight shared by every row), held as ``data`` [Cb*G, K, W] (W =
+    :func:`block_width` of N, G = N / W): block (c, g) is box c's columns [g*W, (g+1)*W),
+    k-major and contiguous, so the kernel
     streams each block in order. :meth:`bind` makes the call on one fixed A [1, M, K]: the
     Cb*G blocks as cores sharing A's rows (stride 0), the output's blocks put side by side
     again. Every output element is the kernel's sequential sum over k of the same products
@@ -93,24 +145,36 @@ class BlockedWeight:
         self.data = data
         self.boxes = boxes
         self.n = n
+        self.groups = n // data.shape[-1]  # G: blocks per box
 
     @staticmethod
     def of(machine, region, B: np.ndarray, n_axis: int):
         """B's blocked copy (cached per box), or None where B is not read-only boxes read as
-        [Cb, ...], N is not a multiple of BLOCK or is unit-stride already, or the budget is
+        [Cb, ...], N has no :func:`block_width` or is unit-stride already, or the budget is
         spent."""
-        if B.ndim != 3 or not _copyable(machine, region, B, n_axis) or B.shape[n_axis] % BLOCK:
+        if B.ndim != 3 or not _copyable(machine, region, B, n_axis):
+            return None
+        width = block_width(B.shape[n_axis])
+        if width is None:
             return None
         kn = B if n_axis == -1 else B.swapaxes(1, 2)  # [Cb, K, N]
         boxes, K, N = kn.shape
-        key = ("blocked", id(region), B.__array_interface__["data"][0], B.shape, B.strides)
-        hit = machine.row_major_cache.get(key)
-        if hit is not None and hit[0] is region:
-            return BlockedWeight(hit[1], boxes, N)
-        G = N // BLOCK
-        copy = c_order(kn.reshape(boxes, K, G, BLOCK).transpose(0, 2, 1, 3))
-        kept = _keep(machine, key, region, copy.reshape(boxes * G, K, BLOCK))
-        return None if kept is None else BlockedWeight(kept, boxes, N)
+        data = B.__array_interface__["data"][0]
+        if boxes == 1:
+            key = _box_key("blocked", region, data, B.shape, B.strides)
+        else:
+            key = ("blocked", id(region), data, B.shape, B.strides)
+        hit = _box_hit(machine, key, region)
+        if hit is not None:
+            return BlockedWeight(hit, boxes, N)
+        G = N // width
+        copy = c_order(kn.reshape(boxes, K, G, width).transpose(0, 2, 1, 3))
+        kept = _keep(machine, key, region, copy.reshape(boxes * G, K, width))
+        if kept is None:
+            return None
+        if boxes > 1:
+            _share_boxes(machine, "blocked", region, B, [kept[i * G:(i + 1) * G] for i in range(boxes)])
+        return BlockedWeight(kept, boxes, N)
 
     def bind(self, A: np.ndarray, kernel):
         """A callable ``total -> out`` equal to ``kernel(A, B, total, False)`` for this
@@ -123,7 +187,7 @@ class BlockedWeight:
     def apply(self, A: np.ndarray, total, kernel) -> np.ndarray:
         """``kernel(A, B, total, False)`` for this weight's B read as [Cb, K, N], A [1 or Cb,
         M, K] (each box's rows repeated for its blocks: a copy where they differ by box)."""
-        G = self.n // BLOCK
+        G = self.groups
         if A.shape[0] == 1 or A.strides[0] == 0:
             rows = _repeated(A[:1], self.boxes * G)
         else:
@@ -136,7 +200,7 @@ class BlockedWeight:
         acc = None if total is None else np.asarray(total)
         if acc is not None and acc.shape != (self.boxes, M, self.n):  # np.broadcast_to: ~7 us
             acc = np.broadcast_to(acc, (self.boxes, M, self.n))
-        return kernel(rows, self.data, acc, False, groups=self.n // BLOCK)
+        return kernel(rows, self.data, acc, False, groups=self.groups)
 
 
 def fastest_form(machine, region, block: np.ndarray, n_axis: int):
@@ -181,6 +245,11 @@ def _repeated(A: np.ndarray, count: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(A, shape=shape, strides=strides, writeable=False)
 
 
+def host_memory_bytes() -> int:
+    """The host's physical memory in bytes (6 GiB where the system does not say)."""
+    return _total_bytes()
+
+
 def _total_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -198,6 +267,21 @@ def _available_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def budget_from_environment() -> bool:
+    """Whether ``KTIR_MODELS_ROW_MAJOR_MIB`` sets the copies' budget."""
+    return bool(os.environ.get("KTIR_MODELS_ROW_MAJOR_MIB", "").strip())
+
+
+def room_for_mapped(machine, nbytes: int) -> None:
+    """Raise the default budget of ``machine``'s copies to ``nbytes``: the bytes of weights
+    mapped from their checkpoint files (a model runner's ``marshal``), which the page cache
+    holds and may drop again, so that their copies take the memory the weights leave rather
+    than come on top of it. A budget the caller or ``KTIR_MODELS_ROW_MAJOR_MIB`` set, or 0,
+    stays; :func:`_keep`'s memory check applies either way."""
+    if not machine.row_major_fixed and machine.row_major_bytes > 0:
+        machine.row_major_bytes = max(machine.row_major_bytes, int(nbytes))
 
 
 def default_budget() -> int:

@@ -135,6 +135,25 @@ def load_weight(manifest: Manifest, ckpt: Any, src: SourceDecl) -> np.ndarray:
     return array.reshape(-1, want[-1]) if array.ndim != 2 else array
 
 
+def map_weight(manifest: Manifest, ckpt: Any, src: SourceDecl) -> np.ndarray | None:
+    """One weight source as :func:`load_weight` gives it, but over its bytes in the checkpoint
+    file (read-only, ``Checkpoint.map_f16``), or None where it is not stored as F16 there."""
+    hf_name = _resolve(ckpt, src, manifest)
+    array = ckpt.map_f16(hf_name)
+    if array is None:
+        return None
+    want = checkpoint_shape_for(manifest, src)
+    if array.size != int(np.prod(want)):
+        return None  # load_weight says what is wrong
+    return array.reshape(-1, want[-1]) if array.ndim != 2 else array
+
+
+def weight_source_bytes(manifest: Manifest) -> int:
+    """The f16 bytes of every weight source of ``manifest``."""
+    return sum(2 * manifest.tensor(s.id).rows * manifest.tensor(s.id).cols
+               for s in manifest.sources if s.role == "weight")
+
+
 # --------------------------------------------------------------------------------------------
 # Per-pass inputs
 

@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -87,6 +88,7 @@ class Checkpoint:
     origin: str
     _files: dict[str, Path] = field(init=False, repr=False)
     _shapes: dict[str, tuple[int, ...]] = field(init=False, repr=False)
+    _headers: dict[Path, dict] = field(init=False, repr=False, default_factory=dict)  # map_f16's
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -144,6 +146,40 @@ class Checkpoint:
             raise UserError(
                 f"{path}: tensor {name!r} ({dtype}) has values that are NaN or outside the float16 range"
             )
+        return out
+
+    def map_f16(self, hf_name: str) -> np.ndarray | None:
+        """One tensor stored as F16, as a read-only array over its bytes in the file (a
+        read-only mapping: the page cache holds those pages and may drop them under memory
+        pressure and read them back; nothing can write to the file through it), or None where
+        it is stored otherwise (BF16/F32: :meth:`read_f16` converts them), holds no element, or
+        its data starts at an odd byte. Checked all finite, as :meth:`read_f16` does."""
+        import struct
+
+        name = self._known(hf_name)
+        path = self._files[name]
+        from ktir_models.readers import check_safetensors_header
+
+        if path not in self._headers:
+            self._headers[path] = check_safetensors_header(path)
+        entry = self._headers[path][name]
+        if entry["dtype"] != "F16" or not all(entry["shape"]) or sys.byteorder != "little":
+            return None
+        try:
+            with open(path, "rb") as f:
+                (header,) = struct.unpack("<Q", f.read(8))
+        except (OSError, struct.error) as exc:
+            raise UserError(f"{path}: cannot read tensor {name!r} ({exc})") from None
+        start = 8 + header + entry["data_offsets"][0]
+        if start % 2:
+            return None
+        try:
+            mapped = np.memmap(path, dtype=np.float16, mode="r", offset=start, shape=tuple(entry["shape"]))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path}: cannot map tensor {name!r} ({exc})") from None
+        out = np.asarray(mapped)  # a plain read-only ndarray; the mapping lives on as its base
+        if not f16_all_finite(out):
+            raise UserError(f"{path}: tensor {name!r} (F16) has values that are NaN or outside the float16 range")
         return out
 
     def read_rows_f16(self, hf_name: str, rows: np.ndarray) -> np.ndarray:
