@@ -24,8 +24,11 @@ passes is reported:
 
 torch runs with as many intra-op threads as numpy's BLAS (read from ``OPENBLAS_NUM_THREADS`` /
 ``OMP_NUM_THREADS``, else the number of CPUs), so both sides get the same cores. Also printed:
-parse + compile seconds, marshal seconds and the peak RSS of the process, both after the emulated
-passes (the emulator's own peak) and at the end (including the float32 transformers model). On
+parse + compile seconds, marshal seconds, the bytes of weights mapped from their files and of the
+weight copies the native kernel reads (docs/emulator.md, "Row-major weight copies"), the
+emulator's anonymous and file-mapped resident pages, and the peak RSS of the process (mapped file
+pages count in it), both after the emulated passes (the emulator's own peak) and at the end
+(including the transformers model). On
 the cpu the native pass is also timed with one torch thread (``native_1thread_ms``,
 ``ratio_1thread``): on a machine shared with other jobs torch's two threads can stall each other,
 see docs/performance.md; ``native_threads_helped`` is False (and a note printed) where the native
@@ -381,6 +384,8 @@ def main() -> int:
     else:
         emulated = time_passes(emulate, args.repeat, max(1, args.warmup), warm)
     emulator_rss = peak_rss_bytes()  # before the native model exists: the emulator's own peak
+    emulator_resident = resident_gib()  # its anonymous pages (copies among them) and file pages
+    mapped_bytes, copy_bytes = runner.mapped_bytes, runner.machine.row_major_used
     logits = runner.passes[-1].result
     weight_bytes = runner.weight_bytes
     matmul = runner.machine.matmul_order()
@@ -453,6 +458,9 @@ def main() -> int:
         "marshal_s": timings.marshal,
         "peak_rss_bytes": peak_rss_bytes(),
         "emulator_peak_rss_bytes": emulator_rss,
+        "emulator_resident_gib": {"anonymous": emulator_resident[0], "file": emulator_resident[1]},
+        "weights_mapped_bytes": mapped_bytes,
+        "weight_copies_bytes": copy_bytes,
         "f16_weight_bytes": spec.config.f16_weight_bytes,
         **floor,
         "emulated_all_ms": [1e3 * s for s in emulated],
@@ -493,7 +501,10 @@ def main() -> int:
           f"read once); emulated at {100 * floor['emulated_floor_fraction']:.1f} % of it, native "
           f"{args.native_dtype} at {100 * floor['native_floor_fraction']:.1f} %")
     print(f"parse+compile  {compile_s:9.2f} s  (parse+verify {timings.parse:.2f} s)")
-    print(f"marshal        {timings.marshal:9.2f} s")
+    print(f"marshal        {timings.marshal:9.2f} s  ({mapped_bytes / GIB:.2f} GiB of weights mapped from their "
+          f"files; {copy_bytes / GIB:.2f} GiB of weight copies made in the warm-up)")
+    print(f"resident       {emulator_resident[0]:9.2f} GiB anonymous, {emulator_resident[1]:.2f} GiB mapped file "
+          f"pages after the emulated passes (peak RSS counts both)")
     print(f"peak RSS       {emulator_rss / GIB:9.2f} GiB emulator (f16 weights "
           f"{figures['f16_weight_bytes'] / GIB:.2f} GiB); {figures['peak_rss_bytes'] / GIB:.2f} GiB "
           f"with the {args.native_dtype} native model (just after loading it: {native_resident[0]:.2f} GiB "

@@ -263,15 +263,19 @@ def grid_kloop(grid: int, m: int, k: int, n: int, kb: int) -> ktir.Function:
 
 
 @pytest.mark.parametrize("n", [160, 48])  # blocks of 80 columns; 48 columns N-contiguous
-def test_a_weight_read_core_by_core_then_as_a_grid_is_held_once(n):
-    """The first pass reads each core's box on its own (one copy per box), later passes the
-    grid's boxes in one call (one stacked copy): the stacked copy then serves the boxes too and
-    their own copies are dropped, so the copies hold the weight's bytes once. The bits are
-    those of a machine without copies, and of numpy's loop within roundings."""
+def test_a_weight_read_core_by_core_then_as_a_grid_is_held_once(n, monkeypatch):
+    """The first pass reads each core's box on its own, later passes the grid's boxes in one
+    call: only the stacked copy is made (a box read once by the plain step gets none), and it
+    serves the boxes too, so the copies hold the weight's bytes once. The bits are those of a
+    machine without copies, and of numpy's loop within roundings."""
     grid, m, k, kb = 4, 1, 96, 32
     w = (RNG.standard_normal((grid * n, k)) * 0.3).astype(np.float16)
     xs = [RNG.standard_normal((m, k)).astype(np.float16) for _ in range(6)]
-    kinds = []
+    kinds, made = [], []
+    from ktir_models.ktir.exec import row_major
+
+    keep = row_major._keep
+    monkeypatch.setattr(row_major, "_keep", lambda *a: made.append(a[-1].shape) or keep(*a))
 
     def count(mach):
         kinds.append(sorted({key[0] for key in mach.row_major_cache}))
@@ -280,11 +284,38 @@ def test_a_weight_read_core_by_core_then_as_a_grid_is_held_once(n):
         return 1 if len(parts) == grid else 0
     outs = _with_and_without_copies(grid_kloop(grid, m, k, n, kb), w, xs, (m, grid * n), count)
     assert kinds[0] == (["nn"] if n <= 64 else ["blocked"])
+    assert len(made) == 1 and made[0][0] == (grid if n <= 64 else 2 * grid)  # the stacked copy only
     want = np.zeros((m, grid * n), np.float16)
     for k0 in range(0, k, kb):
         part = xs[-1][:, k0:k0 + kb].astype(np.float64) @ w[:, k0:k0 + kb].astype(np.float64).T
         want = (want.astype(np.float32) + part.astype(np.float16).astype(np.float32)).astype(np.float16)
     assert np.allclose(outs[0][-1].view(np.float16).astype(np.float64), want, rtol=4e-3, atol=4e-3)
+
+
+@pytest.mark.parametrize("n", [160, 48])
+def test_a_stacked_copy_replaces_the_copies_of_its_boxes(n):
+    """Box copies made first (a plan that reads core by core, again and again) are dropped
+    when a stacked copy of the same boxes is made; asked again, each box gets its part of the
+    stacked copy: the same values, the memory of the stacked copy, the weight's bytes once."""
+    from ktir_models.ktir.exec.row_major import fastest_form
+
+    grid, k = 4, 96
+    m = ktir.Machine(native_matmul=True)
+    w = (RNG.standard_normal((grid * n, k))).astype(np.float16)
+    buf = m.hbm.allocate_from(w, name="w", read_only=True)
+    boxes = buf.region.typed(np.dtype(np.float16))[:w.size].reshape(grid, n, k)  # [C, N, K]
+
+    def form(view):
+        nn, blocked = fastest_form(m, buf.region, view, -2)
+        return nn if blocked is None else blocked.data
+    singles = [form(boxes[c][None]) for c in range(grid)]
+    assert m.row_major_used == w.nbytes
+    stacked = form(boxes)
+    assert m.row_major_used == w.nbytes  # the singles' bytes were given back
+    for c in range(grid):
+        again = form(boxes[c][None])
+        assert np.shares_memory(again, stacked) and not np.shares_memory(again, singles[c])
+        np.testing.assert_array_equal(again, singles[c])
 
 
 def test_mapped_weights_raise_a_default_budget_only(monkeypatch):

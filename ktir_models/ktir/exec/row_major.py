@@ -14,7 +14,8 @@ whose memory holds each k's N values side by side. Every consumer computes the s
 read from differs. Writable regions are never copied: their bytes may change between replays.
 
 The copies are kept per machine (``Machine.row_major_bytes`` bounds them, first come first
-served; 0 turns them off) and shared by every step that reads the same box.
+served; 0 turns them off) and shared by every step that reads the same box; a stacked copy of a
+grid's boxes serves each of those boxes as well, so a weight is held once.
 """
 
 from __future__ import annotations
@@ -59,9 +60,10 @@ def _copyable(machine, region, block: np.ndarray, n_axis: int) -> bool:
 
 def _keep(machine, key, region, copy: np.ndarray):
     """``copy`` cached under ``key``, or None over the budget or where keeping it would leave
-    less than a third of the host's memory available. A model whose weights fill most of the
-    memory (an 8B model on 24 GiB) then gets no copies, or few: they would speed up its first
-    layers only, and its footprint stays the weights plus the run's own memory."""
+    less than a third of the host's memory available. A model whose weights read into memory
+    fill most of it gets no copies, or few; weights mapped from their files (the model runner's
+    choice for such a model) are page cache, which counts as available and gives way to the
+    copies."""
     if machine.row_major_used + copy.nbytes > machine.row_major_bytes:
         return None
     room = _available_bytes()
@@ -101,7 +103,7 @@ def _box_hit(machine, key, region):
     return hit[1] if len(hit) == 2 else hit[2]
 
 
-def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
+def n_contiguous(machine, region, block: np.ndarray, n_axis: int, make: bool = True):
     """``block`` (a read-only view of a box of HBM region ``region``), or a copy of it whose
     axis ``n_axis`` (-1 or -2: N of the matmul's B) is unit-stride with every other axis
     C-ordered. The copy only where it changes the kernel's layout (N is not unit-stride now and
@@ -111,14 +113,14 @@ def n_contiguous(machine, region, block: np.ndarray, n_axis: int):
     if not _copyable(machine, region, block, n_axis) or block.shape[n_axis] > NARROW:
         return block
     if block.ndim > 2 and block.shape[0] == 1:  # [1, ...] and [...]: one box, one copy
-        return n_contiguous(machine, region, block[0], n_axis)[None]
+        return n_contiguous(machine, region, block[0], n_axis, make)[None]
     if block.ndim == 2:
         key = _box_key("nn", region, block.__array_interface__["data"][0], block.shape, block.strides)
     else:
         key = ("nn", id(region), block.__array_interface__["data"][0], block.shape, block.strides)
     hit = _box_hit(machine, key, region)
-    if hit is not None:
-        return hit
+    if hit is not None or not make:
+        return block if hit is None else hit
     if n_axis == -1:
         copy = c_order(block)
     else:
@@ -148,7 +150,7 @@ class BlockedWeight:
         self.groups = n // data.shape[-1]  # G: blocks per box
 
     @staticmethod
-    def of(machine, region, B: np.ndarray, n_axis: int):
+    def of(machine, region, B: np.ndarray, n_axis: int, make: bool = True):
         """B's blocked copy (cached per box), or None where B is not read-only boxes read as
         [Cb, ...], N has no :func:`block_width` or is unit-stride already, or the budget is
         spent."""
@@ -167,6 +169,8 @@ class BlockedWeight:
         hit = _box_hit(machine, key, region)
         if hit is not None:
             return BlockedWeight(hit, boxes, N)
+        if not make:
+            return None
         G = N // width
         copy = c_order(kn.reshape(boxes, K, G, width).transpose(0, 2, 1, 3))
         kept = _keep(machine, key, region, copy.reshape(boxes * G, K, width))
@@ -203,16 +207,17 @@ class BlockedWeight:
         return kernel(rows, self.data, acc, False, groups=self.groups)
 
 
-def fastest_form(machine, region, block: np.ndarray, n_axis: int):
+def fastest_form(machine, region, block: np.ndarray, n_axis: int, make: bool = True):
     """``(array, blocked)``: the form the kernel streams the weight box ``block`` fastest in
     (a read-only view of a box of ``region``, the B of native matmuls with N on ``n_axis``).
     Rows of at most NARROW columns: an N-contiguous copy (:func:`n_contiguous`) and None; wider
-    ones: ``block`` itself and its BlockedWeight, or None where it gets no copy."""
-    nn = n_contiguous(machine, region, block, n_axis)
+    ones: ``block`` itself and its BlockedWeight, or None where it gets no copy. ``make``
+    False: copies made before are used, none is made."""
+    nn = n_contiguous(machine, region, block, n_axis, make)
     if nn is not block:
         return nn, None
     return block, BlockedWeight.of(machine, region, block if block.ndim == 3 else block[None],
-                                   n_axis)
+                                   n_axis, make)
 
 
 def fast_weight(machine, region, block: np.ndarray, n_axis: int) -> np.ndarray:
@@ -287,7 +292,7 @@ def room_for_mapped(machine, nbytes: int) -> None:
 def default_budget() -> int:
     """Bytes of copies a machine keeps by default: ``KTIR_MODELS_ROW_MAJOR_MIB`` MiB where that
     is set (0: none), else a sixth of the host's memory, at most 4 GiB (a 1B model's weights
-    fit; not an 8B model's, as memory allows: :func:`_keep`)."""
+    fit; an 8B model's where the runner maps them: :func:`room_for_mapped`)."""
     from ...errors import UserError
 
     setting = os.environ.get("KTIR_MODELS_ROW_MAJOR_MIB", "").strip()

@@ -304,20 +304,27 @@ def build_native_kloop(c, op, m: KLoop):
 
     n_axis = -2 if transpose_b else -1
 
-    def weighted(A, B, region):
+    def weighted(A, B, region, make=True):
         """``total -> out`` = run(A, B, total) with B read as the kernel streams it fastest
         (row_major.py: a read-only weight's boxes of few columns N-contiguous, wider ones in
-        blocks; the same values, so the same bits)."""
-        nn, blocked = fastest_form(c.machine, region, B, n_axis)
+        blocks; the same values, so the same bits). ``make`` False: no new copy."""
+        nn, blocked = fastest_form(c.machine, region, B, n_axis, make)
         if blocked is not None:  # rows too wide to read whole: in blocks
             if A.shape[0] == 1:
                 return blocked.bind(A, kernel)
             return lambda total: blocked.apply(A, total, kernel)
         return lambda total: run(A, nn, total)
 
+    # The plain step copies a box only when it reads it again: a grid's plain steps run once, in
+    # the first pass, before its batched forms read the boxes as one stacked copy; copies made
+    # box by box then would be made twice (memory an 8B model's copies do not leave).
+    seen = set()
+
     def step(env):
         A, B, total = operands(env)
-        call = weighted(A[None], B[None], getattr(env[b_base], "region", None))
+        box = B.__array_interface__["data"][0]
+        call = weighted(A[None], B[None], getattr(env[b_base], "region", None), box in seen)
+        seen.add(box)
         env[res_slot] = call(np.asarray(total)[None])[0]
 
     def batched(envs):
