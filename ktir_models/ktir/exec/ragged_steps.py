@@ -39,6 +39,7 @@ import numpy as np
 
 from ..ir.nodes import Op, TensorType
 from ..backends.f16_convert import f16_all_finite
+from ..backends.row_sums import row_sums
 from .stacked_values import Builder, Fallback, StackedTile, fallback, lift
 
 _FLOAT_ELEMENTWISE = {
@@ -361,15 +362,24 @@ def _reduce(b: Builder, op: Op, plain):
                     cut[d + 1] = slice(0, int(ragged[d][g]))
             cuts.append(tuple(cut))
         shape = (C,) + tuple(t.shape)
+        # one ragged last axis: each row of v summed natively over its group's length, in
+        # numpy's order for that row cut to it (backends/row_sums.py); the same bits
+        last = len(x.type.shape) - 1
+        lengths = None
+        if dims == (last,) and acc_t == np.float32:
+            rows_per_core = int(np.prod(x.type.shape[:-1], dtype=np.int64))
+            lengths = np.repeat(np.asarray(ragged[last], np.int64)[np.arange(C) % G], rows_per_core)
 
         def step(senv):
             v = stacked_x(senv)
             # widened once where each group's f32 sum keeps its bits (reduce.widened_rows)
             wide = widened_rows(v, sdims, acc_t)
             src = v if wide is None else wide
-            sums = np.empty(shape, acc_t)
-            for cut in cuts:  # as _fast_reduce sums, group by group
-                np.add.reduce(src[cut], axis=sdims, dtype=acc_t, out=sums[cut[0]])
+            sums = None if lengths is None else row_sums(src, lengths)
+            if sums is None:
+                sums = np.empty(shape, acc_t)
+                for cut in cuts:  # as _fast_reduce sums, group by group
+                    np.add.reduce(src[cut], axis=sdims, dtype=acc_t, out=sums[cut[0]])
             senv[ir] = coerce(xp.add(sums, xp.astype(senv[iinit], acc_t)), t, xp)
     else:
         raise Unsupported(f"a {kind} over a ragged dimension")

@@ -16,6 +16,7 @@ import numpy as np
 from ...ir import registry
 from ...backends.capabilities import caps_of
 from ...backends.f16_convert import MIN_ELEMENTS, convert, native_from
+from ...backends.row_sums import row_sums
 from ...exec.execute import run_steps
 from ...ir.nodes import Op, TensorType
 from ...verify.rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
@@ -81,13 +82,27 @@ def widened_rows(x, dims: tuple, acc_t):
     return convert(x, F32)
 
 
+def last_axis_sums(x, dims: tuple, acc_t):
+    """``np.add.reduce(x, dims, dtype=acc_t)`` natively (backends/row_sums.py: numpy's pairwise
+    order, the same bits) where ``x`` is a host f32 array of at least two axes summed over its
+    last one into f32; else None."""
+    if acc_t != F32 or getattr(x, "ndim", 0) < 2 or tuple(dims) != (x.ndim - 1,):
+        return None
+    return row_sums(x)
+
+
 def fast_reduce(kind: str, x, dims: tuple, init, t: TensorType, acc_t, xp=NP):
     """The reduction of ``x`` over ``dims`` combined with ``init``, as type ``t`` (arrays of back
     end ``xp``; ``acc_t`` from :func:`accumulator`)."""
     if kind == "sum":
-        wide = widened_rows(x, dims, acc_t) if caps_of(xp).host_arrays else None
-        v = xp.add(xp.reduce("sum", x if wide is None else wide, dims, acc_t),
-                   xp.astype(init, acc_t))
+        sums = None
+        if caps_of(xp).host_arrays:
+            wide = widened_rows(x, dims, acc_t)
+            x = x if wide is None else wide
+            sums = last_axis_sums(x, dims, acc_t)
+        if sums is None:
+            sums = xp.reduce("sum", x, dims, acc_t)
+        v = xp.add(sums, xp.astype(init, acc_t))
     elif kind == "prod":
         v = xp.multiply(xp.reduce("prod", x, dims, acc_t), xp.astype(init, acc_t))
     else:

@@ -1,0 +1,71 @@
+"""f32 row sums in numpy's order (backends/row_sums.py, rowsum.c): the bits of
+``np.add.reduce(x, axis=-1)`` for every run length through the pairwise blocks and splits, for
+stacked and strided row layouts, signed zeros, infinities and NaN, and for rows of their own
+lengths (a ragged reduction's groups) against numpy on each row cut to its length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ktir_models.ktir.backends import seqmm
+from ktir_models.ktir.backends.row_sums import row_sums
+
+pytestmark = pytest.mark.skipif(not seqmm.available(),
+                                reason=f"native kernel unavailable: {seqmm.unavailable_reason()}")
+RNG = np.random.default_rng(5)
+
+
+def spread(shape) -> np.ndarray:
+    """Values over many binades, so that a different order of additions shows in the bits."""
+    return (RNG.standard_normal(shape) * np.exp(RNG.standard_normal(shape) * 4)).astype(np.float32)
+
+
+def same_bits(got, want):
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(want).view(np.uint32))
+
+
+@pytest.mark.parametrize("n", list(range(1, 140)) + [255, 256, 257, 1000, 1031, 4099, 9000])
+def test_rows_sum_to_numpys_bits(n):
+    x = spread((7, n))
+    same_bits(row_sums(x), np.add.reduce(x, axis=-1))
+    same_bits(row_sums(x[3]), np.add.reduce(x[3]))  # one row
+
+
+@pytest.mark.parametrize("shape", [(288, 1, 64), (9, 32, 40), (2, 3, 4, 33)])
+def test_stacked_rows_sum_to_numpys_bits(shape):
+    x = spread(shape)
+    same_bits(row_sums(x), np.add.reduce(x, axis=-1))
+
+
+def test_strided_rows_and_cut_rows_sum_to_numpys_bits():
+    x = spread((64, 1, 96))
+    for view in (x[::4], x[3::8, :, :50], x[::-2, :, 7:77]):
+        same_bits(row_sums(view), np.add.reduce(view, axis=-1))
+    assert row_sums(x[:, :, ::2]) is None  # rows not contiguous: numpy's call
+    assert row_sums(np.broadcast_to(x[:1], x.shape)) is None  # broadcast rows: numpy's call
+    assert row_sums(x.astype(np.float16)) is None
+
+
+def test_signed_zeros_infinities_and_nan_follow_numpy():
+    x = np.full((6, 20), -0.0, np.float32)
+    x[1, 3] = np.inf
+    x[2, [4, 9]] = [np.inf, -np.inf]
+    x[3, 17] = np.nan
+    x[4, :7] = -0.0
+    x[5] = spread(20)
+    x[5, 12] = -np.inf
+    for n in (3, 8, 20):
+        with np.errstate(invalid="ignore"):
+            same_bits(row_sums(x[:, :n]), np.add.reduce(x[:, :n], axis=-1))
+    assert not np.signbit(row_sums(x[:1])).any()  # a row of -0.0 sums to +0.0, as numpy's
+
+
+def test_rows_of_their_own_lengths_sum_as_numpy_sums_each_cut():
+    x = spread((96, 1, 64))
+    lengths = RNG.integers(0, 65, size=96)
+    got = row_sums(x, lengths)
+    for i, n in enumerate(lengths):
+        same_bits(got[i], np.add.reduce(x[i, :, :n], axis=-1))
+    with pytest.raises(ValueError, match="one length per row"):
+        row_sums(x, np.full(96, 65))
