@@ -17,39 +17,32 @@ from . import seqmm
 F32 = np.dtype(np.float32)
 
 
-def _function():
-    lib = seqmm._library().lib
-    return None if lib is None else lib.seqmm_row_sums_f32
-
-
 def row_sums(x: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray | None:
     """``np.add.reduce(x, axis=-1)`` for a float32 ``x`` whose last axis is unit-stride and
-    whose other axes flatten to rows at one stride, bit for bit (a new C-contiguous array of
-    ``x.shape[:-1]``); with ``lengths`` (int64, one per row, each at most ``x.shape[-1]``) row i
-    sums its first ``lengths[i]`` values. None where the native library is missing or ``x`` is
-    laid out otherwise (the caller asks numpy)."""
+    whose other axes flatten to rows at one non-zero stride, bit for bit (a new C-contiguous
+    array of ``x.shape[:-1]``); with ``lengths`` (a C-contiguous int64 array, one per row, each
+    in [0, ``x.shape[-1]``]) row i sums its first ``lengths[i]`` values. None where the native
+    library is missing or ``x`` is laid out otherwise (the caller asks numpy)."""
     if type(x) is not np.ndarray or x.dtype != F32 or x.ndim == 0 or x.shape[-1] == 0:
         return None
     if x.strides[-1] != 4 and x.shape[-1] > 1:
         return None
     rows = x.size // x.shape[-1]
-    if x.ndim == 1 or rows <= 1:
-        stride = 0
-    else:
-        flat = _row_stride(x)
-        if flat is None:
-            return None
-        stride = flat
-    function = _function()
-    if function is None:
+    stride = 0 if rows <= 1 else _row_stride(x)
+    loaded = seqmm._library()
+    if stride is None or loaded.lib is None:
         return None
-    if lengths is not None:
-        lengths = np.ascontiguousarray(lengths, dtype=np.int64)
-        if lengths.shape != (rows,) or (rows and (lengths.min() < 0 or lengths.max() > x.shape[-1])):
-            raise ValueError("row_sums: one length per row, each within the row")
+    if lengths is not None and (type(lengths) is not np.ndarray or lengths.dtype != np.int64 or
+                                lengths.shape != (rows,) or not lengths.flags.c_contiguous):
+        raise ValueError("row_sums: lengths must be a C-contiguous int64 array, one per row")
     out = np.empty(x.shape[:-1], F32)
-    function(x.ctypes.data, rows, stride, None if lengths is None else lengths.ctypes.data,
-             x.shape[-1], out.ctypes.data)
+    if loaded.ext is not None:  # the three addresses in one call (fastcall.c): ~0.3 us, not ~4
+        xp, lp, op = loaded.ext.pointers(x, x if lengths is None else lengths, out)
+    else:
+        xp, lp, op = x.ctypes.data, 0 if lengths is None else lengths.ctypes.data, out.ctypes.data
+    if loaded.lib.seqmm_row_sums_f32(xp, rows, stride, None if lengths is None else lp,
+                                     x.shape[-1], op):
+        raise ValueError("row_sums: a length lies outside its row")
     return out
 
 

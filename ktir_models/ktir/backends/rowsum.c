@@ -10,7 +10,7 @@
  * (the compiler may run them as vectors: each lane's order is the written one).
  *
  * Semantics: out[i] = 0.0f + pairwise(x + i*stride, n_i), n_i = lengths[i] or, without lengths,
- * length. tests/ktir/test_row_sums.py checks the bits against numpy's own reduction.
+ * length; a length outside [0, length] returns 1 before anything is written. tests/ktir/test_row_sums.py checks the bits against numpy's own reduction.
  */
 #include <stddef.h>
 
@@ -35,8 +35,13 @@ static float pairwise(const float *a, ptrdiff_t n) {
     return pairwise(a, half) + pairwise(a + half, n - half);
 }
 
-void seqmm_row_sums_f32(const float *x, ptrdiff_t rows, ptrdiff_t stride, const ptrdiff_t *lengths,
-                        ptrdiff_t length, float *out) {
+/* 0, or 1 (nothing written) where a length lies outside [0, length] */
+int seqmm_row_sums_f32(const float *x, ptrdiff_t rows, ptrdiff_t stride, const ptrdiff_t *lengths,
+                       ptrdiff_t length, float *out) {
+    if (lengths)
+        for (ptrdiff_t i = 0; i < rows; i++)
+            if (lengths[i] < 0 || lengths[i] > length) return 1;
     for (ptrdiff_t i = 0; i < rows; i++)
         out[i] = 0.0f + pairwise(x + i * stride, lengths ? lengths[i] : length);
+    return 0;
 }

@@ -180,7 +180,7 @@ def _load() -> _Loaded:
             lib.seqmm_copy16.argtypes = [_P, _P, _P, _P]
             lib.seqmm_copy16.restype = None
             lib.seqmm_row_sums_f32.argtypes = [_P, _I, _I, _P, _I, _P]
-            lib.seqmm_row_sums_f32.restype = None
+            lib.seqmm_row_sums_f32.restype = ctypes.c_int
             force = {"portable": 1, "avx2": 2, "avx512": 3}.get(setting, 0)
             return _Loaded(lib, None, force, fastcall.load(lib, lib.seqmm_simd_level(force)))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:
