@@ -38,11 +38,13 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import ktir
+from ..cache_entries import cache_folder
 from ..errors import UserError
 from ..ktir.exec.row_major import host_memory_bytes, room_for_mapped
 from .inputs.bindings import check_weight_shapes, input_tensor_ids, load_weight, map_weight, weight_source_bytes
 from .manifest import MANIFEST_FILE, Manifest
 from .program import LoadedProgram, ParsedProgram, parse_program
+from .weights.f16_spill import SPILL_FOLDER, F16Spill
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,11 @@ class Timings:
 
 
 def maps_weights(machine: Any, weight_bytes: int, memory_bytes: int) -> bool:
-    """Whether a runner maps its weights from their files by default: where the machine makes
-    copies of weight boxes for its native kernel (``ktir/exec/row_major.py``) and the weights
-    are over a third of the host's memory, so that the copies would not fit beside weights read
-    into memory (an 8B model's 16 GB on 24 GiB). Mapped, the weights live in the page cache,
+    """Whether a runner maps its weights from files by default: where the machine makes copies
+    of weight boxes for its native kernel (``ktir/exec/row_major.py``) and the weights are over
+    a third of the host's memory, so that the copies would not fit beside weights read into
+    memory (an 8B model's 16 GB on 24 GiB). Mapped (from an F16 checkpoint, or converted and
+    spilled to an unnamed file: ``weights/f16_spill.py``), the weights live in the page cache,
     which gives their pages up as the copies take the memory; read in, they sit in huge pages,
     which stream faster where no copy is made."""
     return bool(getattr(machine, "native_matmul", False)) and machine.row_major_bytes > 0 and \
@@ -106,8 +109,10 @@ class Runner:
         """``machine``: run on this machine; else a new ``ktir.Machine`` on ``backend`` (a back-end
         object from ``ktir.backends.make_backend`` or a name; default numpy) counting LX with
         ``lx_model`` (docs/emulator.md, "LX accounting"). ``map_weights``: whether
-        :meth:`marshal` maps the weights stored as F16 from their files instead of reading them
-        into memory; None (default): where :func:`maps_weights` says it pays."""
+        :meth:`marshal` maps the weights from files instead of holding them in memory (those
+        stored as F16 from the checkpoint, the others converted and written to an unnamed file
+        in the cache folder, ``weights/f16_spill.py``); None (default): where
+        :func:`maps_weights` says it pays."""
         if machine is not None and backend is not None:
             raise ValueError("Runner: pass either machine or backend, not both")
         self.manifest = manifest
@@ -126,7 +131,8 @@ class Runner:
         self._replays: _Replays | None = None  # each node's plan.replayer, made between passes
         self.passes: list[PassResult] = []
         self.map_weights = map_weights
-        self.mapped_bytes = 0  # weight bytes mapped from their checkpoint files (marshal)
+        self.mapped_bytes = 0  # weight bytes mapped from files (marshal): checkpoint or spill
+        self.spilled_bytes = 0  # of those, converted weights mapped from the run's own file
 
     # ------------------------------------------------------------------ phase 1: parse + compile
 
@@ -151,17 +157,24 @@ class Runner:
         start = time.perf_counter()
         check_weight_shapes(self.manifest, checkpoint)
         hbm = self.machine.hbm
-        mapping = weight_loader is load_weight and hasattr(checkpoint, "map_f16") and (
+        mapping = weight_loader is load_weight and (
             self.map_weights if self.map_weights is not None else
             maps_weights(self.machine, weight_source_bytes(self.manifest), host_memory_bytes()))
+        spill = F16Spill(cache_folder(SPILL_FOLDER)) if mapping else None
         for src in self.manifest.sources:
             if src.role != "weight":
                 continue
-            array = map_weight(self.manifest, checkpoint, src) if mapping else None
-            if array is not None:
-                self.mapped_bytes += array.nbytes
-            else:
+            array = None
+            if mapping and hasattr(checkpoint, "map_f16"):
+                array = map_weight(self.manifest, checkpoint, src)
+            if array is None:
                 array = weight_loader(self.manifest, checkpoint, src)
+                if spill is not None and array.nbytes and F16Spill.room(spill.folder, array.nbytes):
+                    array = spill.put(array)  # converted (BF16, F32, GGUF): mapped from the spill
+                    self.spilled_bytes += array.nbytes
+                    self.mapped_bytes += array.nbytes
+            else:
+                self.mapped_bytes += array.nbytes
             buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}", read_only=True)
             self._buffers[src.id] = buf
             self.hbm_bytes += array.nbytes
@@ -171,6 +184,8 @@ class Runner:
                 continue
             self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
             self.hbm_bytes += 2 * t.rows * t.cols
+        if spill is not None:
+            spill.close()  # the mapped arrays keep the unnamed file for as long as they live
         if self.mapped_bytes:
             room_for_mapped(self.machine, self.mapped_bytes)
         self._node_args = []  # bound at the first pass (addresses never change after this)

@@ -31,6 +31,10 @@ def _digest(directory) -> dict:
 
 
 def _passes(program: str, model: str, mapped: bool, copy_to=None):
+    return _passes_on(program, model, mapped, copy_to or FIXTURES / "models" / model)
+
+
+def _passes_on(program: str, model: str, mapped: bool, model_dir):
     """Four passes' logits bits (the plain plan, the batched forms, the recorded and the
     replayed tapes) on a native-kernel machine, the weights mapped or read in."""
     from ktir_models.model.inputs.bindings import (bind_pass_inputs, input_tensor_ids, pass_spec,
@@ -39,7 +43,6 @@ def _passes(program: str, model: str, mapped: bool, copy_to=None):
     from ktir_models.model.runner import Runner
     from ktir_models.model.weights.checkpoint import get_checkpoint
 
-    model_dir = copy_to or FIXTURES / "models" / model
     spec = resolve_model(str(FIXTURES / "models" / model))
     manifest = load_manifest(FIXTURES / program)
     ckpt = get_checkpoint(spec, str(model_dir), seed=0)
@@ -121,3 +124,62 @@ def test_the_default_policy_maps_weights_the_copies_could_not_sit_beside():
 def test_prepared_runs_read_weights_in_by_default():
     runner, _, _ = prepared(FIXTURES / "tiny-mha-prefill7", "tiny-mha")
     assert runner.mapped_bytes == 0  # a tiny model on any host: in memory, in huge pages
+
+
+@native
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_converted_weights_are_spilled_and_mapped_with_the_same_bits(dtype, tmp_path, monkeypatch):
+    """A BF16 or F32 checkpoint, mapped: each weight converted to f16, written to an unnamed file
+    in the cache folder and mapped from it; the bits of the weights held in memory, and nothing
+    left in the folder."""
+    from ktir_models.cache_entries import cache_folder
+    from ktir_models.model.weights.f16_spill import SPILL_FOLDER
+
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path / "cache"))
+    spec = resolve_model(str(FIXTURES / "models" / "tiny-mha"))
+    ckpt_dir = tmp_path / dtype
+    ckpt_dir.mkdir()
+    write_synthetic(ckpt_dir, spec.config, seed=3, dtype=dtype)
+    before = _digest(ckpt_dir)
+    spilled, got = _passes_on("tiny-mha-prefill7", "tiny-mha", True, ckpt_dir)
+    held, want = _passes_on("tiny-mha-prefill7", "tiny-mha", False, ckpt_dir)
+    assert spilled.spilled_bytes == spilled.mapped_bytes == spilled.weight_bytes > 0
+    assert held.spilled_bytes == held.mapped_bytes == 0
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(a, b, err_msg=f"pass {k}")
+    for s in spilled.manifest.sources:
+        if s.role == "weight":
+            region = spilled._buffers[s.id].region
+            assert not region.writable and not region.data.flags.owndata
+    assert list(cache_folder(SPILL_FOLDER).iterdir()) == []  # the file has no name
+    assert _digest(ckpt_dir) == before
+
+
+@native
+def test_no_room_on_disk_keeps_converted_weights_in_memory(tmp_path, monkeypatch):
+    from ktir_models.model.weights import f16_spill
+
+    monkeypatch.setenv("KTIR_MODELS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(f16_spill.F16Spill, "room", staticmethod(lambda folder, nbytes: False))
+    spec = resolve_model(str(FIXTURES / "models" / "tiny-mha"))
+    write_synthetic(tmp_path, spec.config, seed=3, dtype="bfloat16")
+    runner, got = _passes_on("tiny-mha-prefill7", "tiny-mha", True, tmp_path)
+    assert runner.spilled_bytes == 0 and runner.mapped_bytes == 0
+    held, want = _passes_on("tiny-mha-prefill7", "tiny-mha", False, tmp_path)
+    np.testing.assert_array_equal(got[-1], want[-1])
+
+
+def test_a_spill_maps_back_the_bytes_it_was_given(tmp_path):
+    from ktir_models.model.weights.f16_spill import F16Spill
+
+    spill = F16Spill(tmp_path)
+    arrays = [np.arange(n, dtype=np.float16).reshape(-1, 1) * np.float16(0.5) for n in (1, 3, 5000)]
+    arrays.append(np.array([-0.0, np.inf, -np.inf, 65504], np.float16))
+    mapped = [spill.put(a) for a in arrays]
+    spill.close()
+    for a, m in zip(arrays, mapped):
+        assert m.shape == a.shape and not m.flags.writeable
+        np.testing.assert_array_equal(m.view(np.uint16), a.view(np.uint16))
+    assert spill.bytes == sum(a.nbytes for a in arrays) and list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="float16"):
+        spill.put(np.zeros(3, np.float32))
