@@ -62,10 +62,10 @@ from .native_build import compilers as find_compilers
 
 _SOURCE = Path(__file__).with_name("seqmm.c")
 # compiled into the same library: numpy-exact f16 <-> f32 array conversions (f16_convert.py),
-# cache-blocked copies of transposed 2-byte arrays (strided_copy.py) and f32 row sums in numpy's
-# order (row_sums.py)
+# cache-blocked copies of transposed 2-byte arrays (strided_copy.py) and row sums and maxima
+# with numpy's bits (row_reduce.py)
 _SOURCES = (_SOURCE, Path(__file__).with_name("f16conv.c"), Path(__file__).with_name("copy16.c"),
-            Path(__file__).with_name("rowsum.c"))
+            Path(__file__).with_name("rowreduce.c"))
 # No -ffast-math, no -march=native: the AVX2/FMA/F16C path is selected at run time by a CPU check
 # inside the library (function target attributes), so one build serves every x86-64 CPU.
 # -ffp-contract=off: contraction would be harmless (every product is exact) but keeps the
@@ -181,6 +181,9 @@ def _load() -> _Loaded:
             lib.seqmm_copy16.restype = None
             lib.seqmm_row_sums_f32.argtypes = [_P, _I, _I, _P, _I, _P]
             lib.seqmm_row_sums_f32.restype = ctypes.c_int
+            for name in ("seqmm_row_max_f32", "seqmm_row_max_f16"):
+                getattr(lib, name).argtypes = [_P, _I, _I, _P, _I, _P]
+                getattr(lib, name).restype = ctypes.c_int
             force = {"portable": 1, "avx2": 2, "avx512": 3}.get(setting, 0)
             return _Loaded(lib, None, force, fastcall.load(lib, lib.seqmm_simd_level(force)))
         except (OSError, RuntimeError, AttributeError, subprocess.SubprocessError) as exc:

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..ir.nodes import Op, TensorType
 from ..backends.f16_convert import f16_all_finite
-from ..backends.row_sums import row_sums
+from ..backends.row_reduce import row_sums
 from .stacked_values import Builder, Fallback, StackedTile, fallback, lift
 
 _FLOAT_ELEMENTWISE = {
@@ -319,7 +319,7 @@ def _reduce(b: Builder, op: Op, plain):
     from ..dialects.arith import coerce
     from ..dialects.linalg import (REDUCERS as _REDUCERS, accumulator as _accumulator,
                                   body_combiner as _body_combiner, fast_reduce as _fast_reduce)
-    from ..dialects.linalg.reduce import widened_rows
+    from ..dialects.linalg.reduce import last_axis_max, widened_rows
 
     (x,), (init,) = op.groups["ins"], op.groups["outs"]
     dims = tuple(op.attrs["dimensions"])
@@ -341,19 +341,30 @@ def _reduce(b: Builder, op: Op, plain):
         v = senv[ix]
         return v if x_varies else lift(v, x.type, C)
 
+    G = _group_count(b)
+    last = len(x.type.shape) - 1
+    lengths = None  # one ragged last axis reduced: each row's group length, core by core
+    if dims == (last,) and set(ragged) == {last}:
+        rows_per_core = int(np.prod(x.type.shape[:-1], dtype=np.int64))
+        lengths = np.repeat(np.asarray(ragged[last], np.int64)[np.arange(C) % G], rows_per_core)
     if kind in _PAD:
         pad = x.type.dtype.type(_PAD[kind])
         masks = [m for m, d in _masks(b, x) if d in dims]
+        rows_max = kind == "max" and lengths is not None
 
         def step(senv):
             v = stacked_x(senv)
+            if rows_max:  # each row over its valid entries, natively (numpy's bits)
+                m = last_axis_max(v, sdims, lengths)
+                if m is not None:
+                    senv[ir] = coerce(np.maximum(m, senv[iinit]), t, xp)
+                    return
             for m in masks:
                 v = np.where(m, v, pad)
             senv[ir] = _fast_reduce(kind, v, sdims, senv[iinit], t, acc_t, xp)
     elif kind == "sum":
         # each group's valid entries, in the plain plan's call shape: numpy's f32 summation
         # order depends on the length summed
-        G = _group_count(b)
         cuts = []
         for g in range(G):
             cut = [slice(g, None, G)] + [slice(None)] * len(x.type.shape)
@@ -363,12 +374,9 @@ def _reduce(b: Builder, op: Op, plain):
             cuts.append(tuple(cut))
         shape = (C,) + tuple(t.shape)
         # one ragged last axis: each row of v summed natively over its group's length, in
-        # numpy's order for that row cut to it (backends/row_sums.py); the same bits
-        last = len(x.type.shape) - 1
-        lengths = None
-        if dims == (last,) and acc_t == np.float32:
-            rows_per_core = int(np.prod(x.type.shape[:-1], dtype=np.int64))
-            lengths = np.repeat(np.asarray(ragged[last], np.int64)[np.arange(C) % G], rows_per_core)
+        # numpy's order for that row cut to it (backends/row_reduce.py); the same bits
+        if acc_t != np.float32:
+            lengths = None
 
         def step(senv):
             v = stacked_x(senv)

@@ -16,7 +16,7 @@ import numpy as np
 from ...ir import registry
 from ...backends.capabilities import caps_of
 from ...backends.f16_convert import MIN_ELEMENTS, convert, native_from
-from ...backends.row_sums import row_sums
+from ...backends.row_reduce import row_max, row_sums
 from ...exec.execute import run_steps
 from ...ir.nodes import Op, TensorType
 from ...verify.rules import Rule, check_declared_ins_outs, fail, ins_outs, same_shape
@@ -83,12 +83,27 @@ def widened_rows(x, dims: tuple, acc_t):
 
 
 def last_axis_sums(x, dims: tuple, acc_t):
-    """``np.add.reduce(x, dims, dtype=acc_t)`` natively (backends/row_sums.py: numpy's pairwise
+    """``np.add.reduce(x, dims, dtype=acc_t)`` natively (backends/row_reduce.py: numpy's pairwise
     order, the same bits) where ``x`` is a host f32 array of at least two axes summed over its
     last one into f32; else None."""
     if acc_t != F32 or getattr(x, "ndim", 0) < 2 or tuple(dims) != (x.ndim - 1,):
         return None
     return row_sums(x)
+
+
+def last_axis_max(x, dims: tuple, lengths=None):
+    """``np.maximum.reduce(x, dims)`` as :func:`fast_reduce` takes it (an f16 ``x`` widened to
+    f32 from the size it widens at), natively (backends/row_reduce.py: the same bits), where
+    ``x`` is a host f16 or f32 array of at least two axes reduced over its last one; with
+    ``lengths``, each row over its leading values (the rest counts as -inf). None where numpy
+    must decide (a NaN, zeros of both signs as the maximum) or the layout does not allow it."""
+    if getattr(x, "ndim", 0) < 2 or tuple(dims) != (x.ndim - 1,):
+        return None
+    m = row_max(x, lengths)
+    if m is None or x.dtype != F16:
+        return m
+    start = native_from()
+    return m if x.size >= (MIN_ELEMENTS if start is None else start) else m.astype(F16)
 
 
 def fast_reduce(kind: str, x, dims: tuple, init, t: TensorType, acc_t, xp=NP):
@@ -108,6 +123,10 @@ def fast_reduce(kind: str, x, dims: tuple, init, t: TensorType, acc_t, xp=NP):
     else:
         combine = {"max": xp.maximum, "min": xp.minimum, "nanmax": xp.fmax, "nanmin": xp.fmin,
                    "and": _and, "or": _or, "xor": _xor}[kind]
+        if kind == "max" and caps_of(xp).host_arrays:
+            m = last_axis_max(x, dims)
+            if m is not None:
+                return coerce(combine(m, init), t, xp)
         if caps_of(xp).host_arrays and getattr(x, "dtype", None) == F16 and \
                 kind in ("max", "min", "nanmax", "nanmin"):
             # numpy's float16 max/min loops run ~4x slower than widening (natively) and taking

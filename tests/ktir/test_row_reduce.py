@@ -1,7 +1,9 @@
-"""f32 row sums in numpy's order (backends/row_sums.py, rowsum.c): the bits of
+"""Row sums and maxima with numpy's bits (backends/row_reduce.py, rowreduce.c): the bits of
 ``np.add.reduce(x, axis=-1)`` for every run length through the pairwise blocks and splits, for
 stacked and strided row layouts, signed zeros, infinities and NaN, and for rows of their own
-lengths (a ragged reduction's groups) against numpy on each row cut to its length."""
+lengths (a ragged reduction's groups) against numpy on each row cut to its length; the bits of
+``np.maximum.reduce`` for f16 and f32 rows, the rows numpy alone decides (NaN, zeros of both
+signs) left to it, and rows of their own lengths against rows padded with -inf."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import numpy as np
 import pytest
 
 from ktir_models.ktir.backends import seqmm
-from ktir_models.ktir.backends.row_sums import row_sums
+from ktir_models.ktir.backends.row_reduce import row_max, row_sums
 
 pytestmark = pytest.mark.skipif(not seqmm.available(),
                                 reason=f"native kernel unavailable: {seqmm.unavailable_reason()}")
@@ -72,3 +74,36 @@ def test_rows_of_their_own_lengths_sum_as_numpy_sums_each_cut():
             row_sums(x, bad)
     with pytest.raises(ValueError, match="one per row"):
         row_sums(x, lengths[:5])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 64, 129, 1000])
+def test_row_maxima_are_numpys(dtype, n):
+    x = spread((33, n)).clip(-6e4, 6e4).astype(dtype)
+    want = np.maximum.reduce(x.astype(np.float32), axis=-1)
+    same_bits(row_max(x), want)
+    view = x[::3]
+    same_bits(row_max(view), np.maximum.reduce(view.astype(np.float32), axis=-1))
+
+
+def test_row_maxima_leave_nan_and_mixed_zeros_to_numpy():
+    x = np.full((4, 10), -1.0, np.float32)
+    x[:, 2] = -0.0
+    same_bits(row_max(x), np.maximum.reduce(x, axis=-1))  # -0.0 alone: its bits
+    x[1, 5] = 0.0  # +0.0 and -0.0 both the maximum: numpy's order picks
+    assert row_max(x) is None
+    x[1, 5] = -2.0
+    x[3, 7] = np.nan
+    assert row_max(x) is None
+    assert row_max(x[:3]) is not None
+    h = np.array([[1.0, np.nan]], np.float16)
+    assert row_max(h) is None
+    sub = np.array([[-6e-8, -1e-7, -3e-5, -65504.0]], np.float16)  # f16 subnormals and the edge
+    same_bits(row_max(sub), np.maximum.reduce(sub.astype(np.float32), axis=-1))
+
+
+def test_row_maxima_of_their_own_lengths_are_those_of_the_rows_padded_with_minus_inf():
+    x = spread((96, 1, 64)).clip(-6e4, 6e4).astype(np.float16)
+    lengths = RNG.integers(0, 65, size=96).astype(np.int64)
+    padded = np.where(np.arange(64) < lengths[:, None, None], x, np.float16(-np.inf))
+    same_bits(row_max(x, lengths), np.maximum.reduce(padded.astype(np.float32), axis=-1))
