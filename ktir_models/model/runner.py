@@ -167,14 +167,15 @@ class Runner:
             array = None
             if mapping and hasattr(checkpoint, "map_f16"):
                 array = map_weight(self.manifest, checkpoint, src)
-            if array is None:
+            mapped = array is not None
+            if not mapped:
                 array = weight_loader(self.manifest, checkpoint, src)
-                if spill is not None and array.nbytes and F16Spill.room(spill.folder, array.nbytes):
+                mapped = spill is not None and array.nbytes > 0 and \
+                    F16Spill.room(spill.folder, array.nbytes)
+                if mapped:
                     array = spill.put(array)  # converted (BF16, F32, GGUF): mapped from the spill
-                    self.spilled_bytes += array.nbytes
-                    self.mapped_bytes += array.nbytes
-            else:
-                self.mapped_bytes += array.nbytes
+            if mapped:
+                self.mapped_bytes += array.nbytes  # over a file: the checkpoint's or the spill's
             buf = hbm.allocate_from(array, name=src.disk or f"t{src.id}", read_only=True)
             self._buffers[src.id] = buf
             self.hbm_bytes += array.nbytes
@@ -185,6 +186,7 @@ class Runner:
             self._buffers[t.id] = hbm.allocate((t.rows, t.cols), "float16", name=f"t{t.id}")
             self.hbm_bytes += 2 * t.rows * t.cols
         if spill is not None:
+            self.spilled_bytes += spill.bytes
             spill.close()  # the mapped arrays keep the unnamed file for as long as they live
         if self.mapped_bytes:
             room_for_mapped(self.machine, self.mapped_bytes)

@@ -61,19 +61,12 @@ int seqmm_row_sums_f32(const float *x, ptrdiff_t rows, ptrdiff_t stride, const p
 #include <stdint.h>
 #include <string.h>
 
-static float f16_value(uint16_t h) {  /* exact: every f16 value is an f32 value */
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu, bits;
-    if (exp == 0x1Fu) {
-        bits = sign | 0x7F800000u | (man << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112u) << 23) | (man << 13);
-    } else if (man == 0) {
-        bits = sign;
-    } else {  /* subnormal: normalise */
-        int e = -1;
-        do { man <<= 1; e++; } while (!(man & 0x400u));
-        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3FFu) << 13);
-    }
+/* f16conv.c's conversion (the same library), one value at a time: the portable path is exact */
+void seqmm_cvt_h2f(const uint16_t *x, uint32_t *y, ptrdiff_t n, int simd);
+
+static float f16_value(uint16_t h) {
+    uint32_t bits;
+    seqmm_cvt_h2f(&h, &bits, 1, 0);
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;

@@ -80,6 +80,15 @@ def _box_key(kind: str, region, data: int, shape: tuple, strides: tuple) -> tupl
     return (kind, id(region), data, tuple(shape[-2:]), tuple(strides[-2:]))
 
 
+def _copy_key(kind: str, region, block: np.ndarray, one_box: bool) -> tuple:
+    """The cache key of ``block``'s copy: one box's (:func:`_box_key`, which a stacked copy's
+    part also answers to) or a stacked [C, ...] view's own."""
+    data = block.__array_interface__["data"][0]
+    if one_box:
+        return _box_key(kind, region, data, block.shape, block.strides)
+    return (kind, id(region), data, block.shape, block.strides)
+
+
 def _share_boxes(machine, kind: str, region, stacked: np.ndarray, parts) -> None:
     """After a copy of ``stacked`` ([C, ...] boxes at a constant stride) was kept: each box's
     own copy (made by a plan that ran core after core, usually the first pass) is dropped, and
@@ -114,13 +123,12 @@ def n_contiguous(machine, region, block: np.ndarray, n_axis: int, make: bool = T
         return block
     if block.ndim > 2 and block.shape[0] == 1:  # [1, ...] and [...]: one box, one copy
         return n_contiguous(machine, region, block[0], n_axis, make)[None]
-    if block.ndim == 2:
-        key = _box_key("nn", region, block.__array_interface__["data"][0], block.shape, block.strides)
-    else:
-        key = ("nn", id(region), block.__array_interface__["data"][0], block.shape, block.strides)
+    key = _copy_key("nn", region, block, block.ndim == 2)
     hit = _box_hit(machine, key, region)
-    if hit is not None or not make:
-        return block if hit is None else hit
+    if hit is not None:
+        return hit
+    if not make:
+        return block
     if n_axis == -1:
         copy = c_order(block)
     else:
@@ -161,11 +169,7 @@ class BlockedWeight:
             return None
         kn = B if n_axis == -1 else B.swapaxes(1, 2)  # [Cb, K, N]
         boxes, K, N = kn.shape
-        data = B.__array_interface__["data"][0]
-        if boxes == 1:
-            key = _box_key("blocked", region, data, B.shape, B.strides)
-        else:
-            key = ("blocked", id(region), data, B.shape, B.strides)
+        key = _copy_key("blocked", region, B, boxes == 1)
         hit = _box_hit(machine, key, region)
         if hit is not None:
             return BlockedWeight(hit, boxes, N)

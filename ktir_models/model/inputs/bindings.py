@@ -132,6 +132,11 @@ def load_weight(manifest: Manifest, ckpt: Any, src: SourceDecl) -> np.ndarray:
         )
     if array.dtype != np.float16:
         raise UserError(f"{source_label(manifest, src)}: {hf_name} read as {array.dtype}, expected float16")
+    return _two_d(array, want)
+
+
+def _two_d(array: np.ndarray, want: tuple) -> np.ndarray:
+    """A weight as HBM holds it: 2-d, a vector as ``[1, n]``."""
     return array.reshape(-1, want[-1]) if array.ndim != 2 else array
 
 
@@ -145,7 +150,7 @@ def map_weight(manifest: Manifest, ckpt: Any, src: SourceDecl) -> np.ndarray | N
     want = checkpoint_shape_for(manifest, src)
     if array.size != int(np.prod(want)):
         return None  # load_weight says what is wrong
-    return array.reshape(-1, want[-1]) if array.ndim != 2 else array
+    return _two_d(array, want)
 
 
 def weight_source_bytes(manifest: Manifest) -> int:

@@ -88,7 +88,8 @@ class Checkpoint:
     origin: str
     _files: dict[str, Path] = field(init=False, repr=False)
     _shapes: dict[str, tuple[int, ...]] = field(init=False, repr=False)
-    _headers: dict[Path, dict] = field(init=False, repr=False, default_factory=dict)  # map_f16's
+    # map_f16's: per file, its checked header entries and the offset where its data starts
+    _headers: dict[Path, tuple[dict, int]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -161,16 +162,18 @@ class Checkpoint:
         from ktir_models.readers import check_safetensors_header
 
         if path not in self._headers:
-            self._headers[path] = check_safetensors_header(path)
-        entry = self._headers[path][name]
+            entries = check_safetensors_header(path)  # checked: the 8-byte length is readable
+            try:
+                with open(path, "rb") as f:
+                    (length,) = struct.unpack("<Q", f.read(8))
+            except (OSError, struct.error) as exc:
+                raise UserError(f"{path}: cannot read tensor {name!r} ({exc})") from None
+            self._headers[path] = (entries, 8 + length)
+        entries, data_start = self._headers[path]
+        entry = entries[name]
         if entry["dtype"] != "F16" or not all(entry["shape"]) or sys.byteorder != "little":
             return None
-        try:
-            with open(path, "rb") as f:
-                (header,) = struct.unpack("<Q", f.read(8))
-        except (OSError, struct.error) as exc:
-            raise UserError(f"{path}: cannot read tensor {name!r} ({exc})") from None
-        start = 8 + header + entry["data_offsets"][0]
+        start = data_start + entry["data_offsets"][0]
         if start % 2:
             return None
         try:
