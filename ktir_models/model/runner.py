@@ -40,6 +40,7 @@ import numpy as np
 from .. import ktir
 from ..cache_entries import cache_folder
 from ..errors import UserError
+from ..ktir.exec.machine import buffers_nonfinite_scan
 from ..ktir.exec.row_major import host_memory_bytes, room_for_mapped
 from .inputs.bindings import check_weight_shapes, input_tensor_ids, load_weight, map_weight, weight_source_bytes
 from .manifest import MANIFEST_FILE, Manifest
@@ -192,6 +193,7 @@ class Runner:
             room_for_mapped(self.machine, self.mapped_bytes)
         self._node_args = []  # bound at the first pass (addresses never change after this)
         self._finite_tests = []  # per node: (tensor id, its buffer's finite_test) per output
+        self._finite_scan = None  # (scan of every node's outputs after a pass, owner nodes) or None
         self._replays = None
         self.timings.marshal = time.perf_counter() - start
 
@@ -209,6 +211,7 @@ class Runner:
             self._finite_tests = [[(a.tensor, self._buffers[a.tensor].finite_test())
                                    for a in node.args if a.is_output]
                                   for node in self.manifest.nodes]
+            self._finite_scan = self._deferred_finite_scan()
         missing = [tid for tid in self._input_ids if tid not in inputs]
         if missing:
             raise UserError(f"{MANIFEST_FILE}: no host value for input tensor {missing[0]}")
@@ -222,6 +225,8 @@ class Runner:
         if replays is not None and replays.state != ktir.replay_state(self.machine):
             replays = self._replays = None  # holds views of regions that may be gone
         calls = replays.calls if replays is not None else [None] * len(nodes)
+        # outputs tested after the pass in one native call where that finds the same first node
+        scan = self._finite_scan if not one_row else None
         times = [0.0] * len(nodes)
         nonfinite: NonFinite | None = None
         progress = _progress(len(nodes), self.show_progress)
@@ -245,7 +250,7 @@ class Runner:
                         raise UserError(
                             f"{MANIFEST_FILE}: nodes[{i}] ({node.mlir}): {exc}") from None
                     times[i] = time.perf_counter() - t0
-                    if nonfinite is None:
+                    if nonfinite is None and scan is None:
                         own = head.out if one_row and i == head.node else None
                         nonfinite = self._first_nonfinite(i, own)
                     if progress is not None:
@@ -253,6 +258,10 @@ class Runner:
         finally:
             if progress is not None:
                 progress.close()
+        if scan is not None:
+            first = scan[0]()
+            if first >= 0:
+                nonfinite = self._first_nonfinite(scan[1][first])
         total = time.perf_counter() - start
         self._make_replays()
         result = (head.out if one_row else self._buffers[self.manifest.result]).read()
@@ -300,6 +309,25 @@ class Runner:
 
             self._last_row = last_row_head(self.manifest, self.machine, self._buffers)
         return self._last_row
+
+    def _deferred_finite_scan(self):
+        """(a callable giving the index of the first node output, in node order, that holds an
+        inf or NaN, or -1; the node of each output) where testing every output once after the
+        pass finds what testing after each node finds: each output tensor is written by one
+        node only (so its bytes stay as that node left them), and every one is a host float16
+        buffer the native scan reads. Else None: the runner tests after each node."""
+        writers: dict[int, int] = {}
+        owners, buffers = [], []
+        for i, node in enumerate(self.manifest.nodes):
+            for a in node.args:
+                if a.is_output:
+                    writers[a.tensor] = writers.get(a.tensor, 0) + 1
+                    owners.append(i)
+                    buffers.append(self._buffers[a.tensor])
+        if any(count > 1 for count in writers.values()) or set(writers) & set(self._input_ids):
+            return None
+        scan = buffers_nonfinite_scan(buffers)
+        return None if scan is None else (scan, owners)
 
     def _first_nonfinite(self, i: int, last_row: Any = None) -> NonFinite | None:
         """NaN/Inf in node ``i``'s outputs. Checked where the bytes live (one boolean crosses

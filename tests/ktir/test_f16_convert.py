@@ -191,3 +191,30 @@ def test_f16_all_finite_finds_every_inf_and_nan():
     x[5, 6] = np.nan
     assert f16_convert.all_finite(x[:, ::2]) is None  # not contiguous: numpy's test
     assert not f16_all_finite(x[:, ::2]) and f16_all_finite(x[:, 8:])
+
+
+def test_nonfinite_scan_finds_the_first_array_holding_an_inf_or_nan():
+    """One native call over many arrays (a forward's node outputs after the pass): the index of
+    the first one holding any inf or NaN pattern, -1 when none does, reading the arrays' bytes
+    as they are at each call."""
+    if not seqmm.available():
+        pytest.skip(f"native kernel unavailable: {seqmm.unavailable_reason()}")
+    every = np.arange(65536, dtype=np.uint16).view(np.float16)
+    bad = every[~np.isfinite(every)]
+    arrays = [RNG.standard_normal(n).astype(np.float16) for n in (1, 4097, 9000, 3, 70000)]
+    scan = f16_convert.nonfinite_scan(arrays)
+    assert scan is not None and scan() == -1
+    arrays[3][2] = bad[RNG.integers(bad.size)]
+    assert scan() == 3
+    arrays[1][4096] = np.float16(np.inf)
+    assert scan() == 1
+    arrays[0][0] = np.float16(np.nan)
+    assert scan() == 0
+    for a in arrays[:4]:
+        a[...] = 1.0
+    arrays[4][-1] = -np.float16(np.inf)
+    assert scan() == 4
+    assert f16_convert.nonfinite_scan([]) is not None and f16_convert.nonfinite_scan([])() == -1
+    strided = RNG.standard_normal((8, 8)).astype(np.float16)[:, ::2]
+    assert f16_convert.nonfinite_scan([arrays[0], strided]) is None  # not contiguous
+    assert f16_convert.nonfinite_scan([arrays[0].astype(np.float32)]) is None

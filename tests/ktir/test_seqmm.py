@@ -781,3 +781,22 @@ def test_kernel_grouped_output_and_acc_in_place(path, M):
                 assert_same_bits(got, want)
     with pytest.raises(ValueError, match="does not divide"):
         seqmm.kloop(a, b, None, groups=5, **kw)
+
+
+@needs_native
+@pytest.mark.parametrize("kind", ["normal", "ties", "special", "negzero"])
+def test_kernel_small_blocks_many_rows(path, kind):
+    """The lm_heads' shape: many rows (stacked cores, prefill rows) over small K blocks (kb 1, 2,
+    4, 8), which the AVX2 path runs with the chained sum held in registers across a slab's trips
+    (tile_r, 3-row tiles: row counts 1-3 per tile, column tails within a 16-column strip), over
+    several slabs, for every (part, acc) pair, with and without an acc; each must match the
+    definition."""
+    rng = np.random.default_rng(31)
+    for M, kb, N in [(32, 4, 45), (5, 2, 16), (4, 8, 70), (7, 1, 33)]:
+        trips = max(1, 100 // kb)
+        for part, accd, with_acc, transpose_b in itertools.product(
+                (F16, F32), (F16, F32), (False, True), (False, True)):
+            a, b = operands(rng, 2, M, N, trips, kb, transpose_b, kind)
+            acc = accumulator(rng, 2, M, N, accd, kind) if with_acc else None
+            check(a, b, acc, trips=trips, kb=kb, transpose_b=transpose_b, part_dtype=part,
+                  acc_dtype=accd)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -92,6 +93,58 @@ def test_runner_flags_first_nonfinite_node(tiny_program: Path, tiny_checkpoint) 
     assert runner.replayed_nodes == len(man.nodes)
     again = runner.run(inputs).nonfinite
     assert (again.node, again.tensor, again.first_index) == (0, 3, (1, 7))
+
+
+def test_runner_finds_a_nonfinite_value_first_made_by_a_later_node(tiny_program: Path, tiny_checkpoint) -> None:
+    """Every output is written by one node, so the runner tests them all after the pass in one
+    native scan (in node order); it names the node that made the value first, here the second:
+    the first node's output is finite, the logits overflow."""
+    man = load_manifest(tiny_program)
+    runner = Runner(man, show_progress=False)
+    runner.load()
+    runner.marshal(tiny_checkpoint)
+    norm = tiny_checkpoint.read_f16("model.norm.weight")
+    emb = tiny_checkpoint.read_f16("model.embed_tokens.weight")
+    inputs = bind_pass_inputs(man, TINY, tiny_checkpoint, PassSpec(np.array([1, 2]), np.arange(2)))
+    big = inputs[0].copy()
+    # row 1 of the first node's output is +-30000 with the signs of emb[7]: its logit 7 overflows
+    scale = np.sign(emb[7].astype(np.float32)) * np.sign(norm.astype(np.float32))
+    big[1] = (30000.0 * scale / np.maximum(np.abs(norm.astype(np.float32)), 0.5)).astype(np.float16)
+    with np.errstate(over="ignore"):
+        want = expected_logits(big, norm, emb)
+        y = (big.astype(np.float32) * norm.astype(np.float32)).astype(np.float16)
+    assert np.isfinite(y).all() and not np.isfinite(want).all()  # the data does what it says
+    for _ in range(4):  # the plain plans, then the tape replays
+        out = runner.run({**inputs, 0: big})
+        assert runner._finite_scan is not None
+        assert out.nonfinite is not None
+        got = (out.nonfinite.node, out.nonfinite.tensor, out.nonfinite.first_index)
+        row, col = np.argwhere(~np.isfinite(want))[0]
+        assert got == (1, man.result, (int(row), int(col)))
+        assert out.nonfinite.count == int((~np.isfinite(want)).sum())
+        assert runner.run(inputs).nonfinite is None
+
+
+def test_runner_tests_after_each_node_where_a_tensor_has_two_writers(tiny_program: Path, tiny_checkpoint) -> None:
+    """The after-the-pass scan is taken only where it finds what testing after each node finds:
+    not where a tensor is written by two nodes (a later write may hide an earlier inf) or is
+    also a pass input (written by the host before the nodes)."""
+    man = load_manifest(tiny_program)
+    runner = Runner(man, show_progress=False)
+    runner.load()
+    runner.marshal(tiny_checkpoint)
+    inputs = bind_pass_inputs(man, TINY, tiny_checkpoint, PassSpec(np.array([1, 2]), np.arange(2)))
+    runner.run(inputs)
+    assert runner._deferred_finite_scan() is not None
+    runner.manifest = dataclasses.replace(man, nodes=(man.nodes[0], *man.nodes))  # written twice
+    assert runner._deferred_finite_scan() is None
+    runner.manifest = man
+    ids = runner._input_ids
+    try:
+        runner._input_ids = [*ids, man.result]
+        assert runner._deferred_finite_scan() is None
+    finally:
+        runner._input_ids = ids
 
 
 def test_weight_shape_checked_against_checkpoint(tiny_program: Path, tiny_checkpoint) -> None:

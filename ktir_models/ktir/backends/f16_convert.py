@@ -15,6 +15,7 @@ library); the caller then converts with numpy.
 
 from __future__ import annotations
 
+import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +36,7 @@ class _Native:
     f2h: object
     binop: object
     any_nonfinite: object
+    first_nonfinite: object
     lut: object
     simd: int
     ext: object = None
@@ -51,7 +53,8 @@ def _functions() -> _Native | None:
         simd = 0 if lib is None else int(lib.seqmm_simd_level(loaded.force))
         _made[:] = [loaded, None if lib is None else
                     _Native(lib.seqmm_cvt_h2f, lib.seqmm_cvt_f2h, lib.seqmm_f16_binop,
-                            lib.seqmm_f16_any_nonfinite, lib.seqmm_f16_lut, simd, loaded.ext)]
+                            lib.seqmm_f16_any_nonfinite, lib.seqmm_f16_first_nonfinite,
+                            lib.seqmm_f16_lut, simd, loaded.ext)]
     return _made[1]
 
 
@@ -202,6 +205,26 @@ def nonfinite_probe(a: np.ndarray):
     def any_nonfinite(_keep=a) -> bool:
         return probe(ptr, n) != 0
     return any_nonfinite
+
+
+def nonfinite_scan(arrays: list):
+    """A callable of no arguments answering, at each call, the index of the first of ``arrays``
+    (C-contiguous float16 arrays whose memory never moves) that now holds an inf or NaN, or -1:
+    one native call for all of them (a forward's node outputs, in node order, tested once after
+    the pass). None where an array is not such an array or the library is not built."""
+    if any(type(a) is not np.ndarray or a.dtype != F16 or not a.flags.c_contiguous for a in arrays):
+        return None
+    fns = _functions()
+    if fns is None:
+        return None
+    table = array.array("q")
+    for a in arrays:
+        table.extend((a.ctypes.data, a.size))
+    scan, ptr, n = fns.first_nonfinite, table.buffer_info()[0], len(arrays)
+
+    def first_nonfinite(_keep=(table, tuple(arrays))) -> int:
+        return int(scan(ptr, n))
+    return first_nonfinite
 
 
 _FINITE_CHUNK = 1 << 20  # elements per step: bounds the temporary of a big tensor's test

@@ -281,6 +281,16 @@ int seqmm_f16_any_nonfinite(const uint16_t *x, ptrdiff_t n) {
     return 0;
 }
 
+/* the index of the first of n float16 arrays holding an infinity or a NaN, or -1; v holds each
+   array's address and element count, in turn (a forward's outputs in node order, one call a
+   pass instead of one per node) */
+ptrdiff_t seqmm_f16_first_nonfinite(const int64_t *v, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++)
+        if (seqmm_f16_any_nonfinite((const uint16_t *)(intptr_t)v[2 * i], (ptrdiff_t)v[2 * i + 1]))
+            return i;
+    return -1;
+}
+
 /* ---------------------------------------------------------------- the SiLU tail
  * out = R_out(R(R(a / R(k + e)) * u)) elementwise, for the tail of a SiLU-and-product chain
  * (arith.addf of a splat constant k, arith.divf, arith.mulf, and an optional arith.truncf;

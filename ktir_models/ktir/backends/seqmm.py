@@ -177,6 +177,8 @@ def _load() -> _Loaded:
             lib.seqmm_f16_lut.argtypes = [_P, _P, _P, _I]
             lib.seqmm_f16_lut.restype = None
             lib.seqmm_f16_any_nonfinite.restype = ctypes.c_int
+            lib.seqmm_f16_first_nonfinite.argtypes = [_P, _I]
+            lib.seqmm_f16_first_nonfinite.restype = _I
             lib.seqmm_copy16.argtypes = [_P, _P, _P, _P]
             lib.seqmm_copy16.restype = None
             lib.seqmm_row_sums_f32.argtypes = [_P, _I, _I, _P, _I, _P]

@@ -22,7 +22,7 @@ import numpy as np
 from ...errors import UserError
 from ..backends.capabilities import caps_of
 from ..backends.f16_convert import f16_all_finite  # noqa: F401  (re-exported: model/ reads it here)
-from ..backends.f16_convert import nonfinite_probe
+from ..backends.f16_convert import nonfinite_probe, nonfinite_scan
 from .compile import compile_function
 from .row_major import budget_from_environment, default_budget
 from ..ir.errors import FaultSignal
@@ -128,6 +128,15 @@ class Buffer:
         backend = self._hbm.machine.backend
         return bool(backend.isfinite(backend.typed(self.region, self.dtype)[:n]).all())
 
+    def host_f16(self) -> np.ndarray | None:
+        """The buffer's elements as a flat host float16 array over its region (a view; a region's
+        bytes never move), or None for a device buffer or another dtype."""
+        if self.region.dev is not None or self.dtype != np.float16:
+            return None
+        if self._flat16 is None:
+            self._flat16 = self.region.typed(self.dtype)[:self.size]
+        return self._flat16
+
     def finite_test(self):
         """A callable of no arguments that answers :meth:`all_finite` at each call, cheaper where
         it is called often (a forward asks after every node): a host f16 buffer's native test
@@ -158,6 +167,16 @@ class Buffer:
     def __repr__(self) -> str:
         return f"Buffer({self.name!r}, {self.shape}, {self.dtype}, byte {self.byte_address})"
 
+
+
+def buffers_nonfinite_scan(buffers: list):
+    """A callable of no arguments giving the index of the first of ``buffers`` that now holds an
+    inf or NaN, or -1, in one native pass over all of them; None unless every one is a host
+    float16 buffer and the native library is built."""
+    flats = [b.host_f16() for b in buffers]
+    if any(f is None for f in flats):
+        return None
+    return nonfinite_scan(flats)
 
 class HBM:
     """Shared off-chip memory: sorted, non-overlapping regions in a virtual byte space.
