@@ -615,7 +615,7 @@ SIMD_INLINE void tile_r(const int MR, const int KBC, const float *a32, ptrdiff_t
 }
 
 /* the many-rows tiles of one slab with tile_r (SMALL_KB), the rows shared out evenly as in
-   slab_simd; nw: the columns the tiles cover (a multiple of 8 * NV_R, within the slab's) */
+   slab_simd; nw: the columns the tiles cover (the slab's, a multiple of 16 and so of 8 * NV_R) */
 SIMD_FN static void slab_rows_r(const job_t *j, scratch_t *w, const uint16_t *w16, ptrdiff_t ws16,
                                 ptrdiff_t k0, ptrdiff_t ks, ptrdiff_t nw) {
     const ptrdiff_t M = j->M, K = j->K, ncp = j->ncp, kb = j->kb;
@@ -692,7 +692,7 @@ SIMD_FN static void slab_simd(const job_t *j, scratch_t *w, const uint16_t *bc, 
         return;
     }
     if (SMALL_KB(kb)) {   /* kb divides the slab's k's and k0 */
-        slab_rows_r(j, w, w16, ws16, k0, ks, (nb + 8 * NV_R - 1) / (8 * NV_R) * (8 * NV_R));
+        slab_rows_r(j, w, w16, ws16, k0, ks, nbp);
         return;
     }
     /* many rows: tiles of up to 6 rows x 16 columns, the rows shared out evenly (32 rows are

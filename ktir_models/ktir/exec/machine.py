@@ -168,7 +168,6 @@ class Buffer:
         return f"Buffer({self.name!r}, {self.shape}, {self.dtype}, byte {self.byte_address})"
 
 
-
 def buffers_nonfinite_scan(buffers: list):
     """A callable of no arguments giving the index of the first of ``buffers`` that now holds an
     inf or NaN, or -1, in one native pass over all of them; None unless every one is a host
@@ -177,6 +176,7 @@ def buffers_nonfinite_scan(buffers: list):
     if any(f is None for f in flats):
         return None
     return nonfinite_scan(flats)
+
 
 class HBM:
     """Shared off-chip memory: sorted, non-overlapping regions in a virtual byte space.
